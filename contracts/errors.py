@@ -37,6 +37,8 @@ def problem_text(problem: Any) -> str:
             shown = str(problem.get("input", ""))
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             return f"{shown!r} is not allowed here: {words}"
+    if problem.get("type") == "string_too_short" and (problem.get("ctx") or {}).get("min_length") == 1:
+        return "is empty: give a value"  # (an empty policy file read "String should have at least 1 character")
     if problem.get("type") == "model_type":
         name = str((problem.get("ctx") or {}).get("class_name", ""))
         example = _OBJECTS.get(name)
@@ -53,6 +55,6 @@ def describe_validation_error(err: ValidationError) -> str:
     """One part per problem, each naming the field by its dotted path."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(document)"
-        parts.append(f"{loc}: {problem_text(e)}")
+        loc = ".".join(str(p) for p in e["loc"])  # none: a rule between fields, said alone
+        parts.append(f"{loc}: {problem_text(e)}" if loc else problem_text(e))
     return "; ".join(parts)

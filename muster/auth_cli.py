@@ -14,16 +14,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import click
 import nats.errors
 
 from contracts import subjects
 from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 
-from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
-from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option, new_token
+from .bus.connect import CredentialsError, credentials, principal_of, write_credentials_file
+from .cli_bus import Bus, bus_options, connect_bus
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .tables import out as console
 from .tables import print_rows
 from .times import shown_time
@@ -53,7 +52,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
         raise CliError(str(err)) from None
     if creds.token is None:
         raise CliError("no token: set MUSTER_TOKEN or MUSTER_CREDENTIALS, or run in the folder where `muster up` wrote .muster/credentials")
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir)
+    nc = await connect_bus(bus)
     try:
         data = json.dumps({k: v for k, v in body.items() if v not in (None, "")}).encode()
         msg = await nc.request(subjects.auth_request(principal_of(nc), verb), data, timeout=10)
@@ -304,19 +303,7 @@ revoke = _grant_command("revoke", "Take PERMISSION on a scope back from PRINCIPA
 @command
 async def whoami(bus: Bus, as_json: bool) -> None:
     """Who the token in use is: principal, role, tenant, grants, and what the bus lets it do."""
-    try:
-        data = await ask(bus, "whoami")
-    except CliError as err:
-        if "the bus refused" not in str(err):
-            raise
-        try:
-            url = bus.tracker_url()
-        except CliError as bad:  # the bus's refusal is the news; the tracker URL's problem is said with it
-            reason = str(bad)
-        else:
-            reason = await _reason_from_tracker(bus, url)
-        found = credentials()
-        raise CliError(_refused_whoami(found.source, reason, found.principal), err.exit_code) from None
+    data = await ask(bus, "whoami")  # a token the bus refuses is said with the tracker's reason (connect_bus)
     if as_json:
         echo_json(data)
         return
@@ -327,25 +314,3 @@ async def whoami(bus: Bus, as_json: bool) -> None:
         console.print(f"  {g['permission']} on {g['scope']}")
     console.print(f"inbox: {data['inbox']}.>   may publish: {', '.join(data['bus']['publish'][:6])}"
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
-
-
-
-
-def _refused_whoami(source: str, reason: str, principal: str | None) -> str:
-    """What whoami says of a token the bus refused: the refusal said "`muster whoami` asks the
-    tracker which", which sent the user in a circle; here the tracker's answer, and the way on."""
-    accepted = reason.startswith("the tracker accepts")
-    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal)}")
-
-
-async def _reason_from_tracker(bus: Bus, url: str) -> str:
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-            async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
-                body = await resp.json()
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return (f"the tracker at {url} did not answer either, so which is unsure: the token is malformed, unknown, expired "
-                "or revoked, its principal disabled, or the auth service down")
-    if resp.status == 200:
-        return "the tracker accepts the token: the auth service is probably down"
-    return f"the tracker says: {body.get('error', {}).get('message', resp.status)}"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
+import aiohttp
 import click
 import nats.errors
 from nats.aio.client import Client
@@ -30,9 +31,22 @@ from contracts.commands import Command
 from contracts.identity import AuthReply
 from contracts.subjects import SubjectError
 
-from .bus.connect import CredentialsError, auth_required, connect, credentials, nats_url, principal_of, saved_url
+from .bus import connect as connect_module
+from .bus.connect import (
+    DATA_DIR,
+    CredentialsError,
+    auth_required,
+    bearer_headers,
+    connect,
+    credentials,
+    looked_in,
+    missing_data_dir,
+    nats_url,
+    principal_of,
+    saved_url,
+)
 from .bus.eventstore import ConcurrencyError, StoreError
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token, translates
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
 from .tls.context import TlsError, TlsRefused, http_ssl
 
@@ -93,11 +107,15 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
         def wrapper(*args: Any, nats_url: str | None, data_dir: Path, tracker_url: str | None, **kwargs: Any) -> Any:
             asked = kwargs.pop("tenant", None)
             default = None if all_tenants or not tenant else "default"
-            return f(*args, bus=Bus(asked if asked is not None else default, nats_url, data_dir, asked, tracker_url), **kwargs)
+            given = DATA_DIR.set(data_dir)
+            try:
+                return f(*args, bus=Bus(asked if asked is not None else default, nats_url, data_dir, asked, tracker_url), **kwargs)
+            finally:
+                DATA_DIR.reset(given)
 
         g: Any = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
                               show_default=True, envvar="MUSTER_DATA_DIR",
-                              help="where `muster up` saved the NATS and tracker URLs ($MUSTER_DATA_DIR)")(wrapper)
+                              help="where `muster up` saved the NATS and tracker URLs and the credentials ($MUSTER_DATA_DIR)")(wrapper)
         g = click.option("--tracker-url", "tracker_url", default=None,
                          help="the tracker, which reads go through (default: $MUSTER_TRACKER_URL, else the one `muster up` saved)")(g)
         g = click.option("--nats-url", "nats_url", envvar="NATS_URL", default=None,
@@ -178,16 +196,60 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         # Only a server that answered may be a TLS one: where nothing listens the hint misleads.
         listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
-        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
-                       EXIT_UNREACHABLE) from None
+        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?"
+                       f"{missing_data_dir(url, connect_module.DEFAULT_URL, data_dir)}", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise
         raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
 
 
+async def connect_bus(bus: Bus, refusals: Refusals | None = None) -> Client:
+    """`connect_or_fail` for a command on `bus`: a token the bus refuses is said with the
+    tracker's reason (expired, revoked, unknown...) and the way to a new one, by every command
+    (an operation, a governance request, whoami). They said the possibilities and "`muster
+    whoami` asks the tracker which": a second command to learn what the first could ask."""
+    try:
+        return await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    except CliError as err:
+        if not str(err).startswith("the bus refused the token"):
+            raise
+        try:
+            url = bus.tracker_url()
+        except CliError as bad:  # the bus's refusal is the news; the tracker URL's problem is said with it
+            reason = str(bad)
+        else:
+            reason = await reason_from_tracker(bus, url)
+        found = credentials()
+        raise CliError(refused_token(found.source, reason, found.principal), err.exit_code) from None
+
+
+def refused_token(source: str, reason: str, principal: str | None) -> str:
+    """A token the bus refused: the tracker's reason, and the way on (unless the tracker takes it)."""
+    accepted = reason.startswith("the tracker accepts")
+    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal)}")
+
+
+async def reason_from_tracker(bus: Bus, url: str) -> str:
+    """Why the tracker refuses the token in use, which the bus does not say (nats-server's
+    "Authorization Violation" is all it tells a client)."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
+                body = await resp.json()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return (f"the tracker at {url} did not answer either, so which is unsure: the token is malformed, unknown, expired "
+                "or revoked, its principal disabled, or the auth service down")
+    if resp.status == 200:
+        return "the tracker accepts the token: the auth service is probably down"
+    return f"the tracker says: {body.get('error', {}).get('message', resp.status)}"
+
+
 def refused_message(source: str) -> str:
     """nats-server says only "Authorization Violation": what it may mean, and who can tell."""
+    if source == "none":  # (no token: the bus admits no anonymous client while authorization is on)
+        return (f"the bus refused a client without a token: none in {looked_in()}; export MUSTER_DATA_DIR=<the "
+                "deployment's data directory> (or MUSTER_CREDENTIALS=FILE, `muster token create`: docs/security.md)")
     return (f"the bus refused the token from {source}: it is malformed, unknown, expired or revoked, its principal is "
             "disabled, or the auth service is down (`muster whoami` asks the tracker which)")
 
@@ -211,7 +273,7 @@ async def open_nats(bus: Bus, elsewhere: str = "") -> AsyncIterator[Client]:
             task.cancel()
 
     refusals = Refusals(on_refused=stop)
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     try:
         inside = True
         yield nc
@@ -256,7 +318,7 @@ async def open_client(bus: Bus, requested_by: str | None = None) -> CliClient:
     """The Python client on a fail-fast connection (closed with `async with`), for the tenant
     the command names, else the token's own."""
     refusals = Refusals()
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     client = CliClient(nc, owns_connection=True, tenant=(await resolved(bus, nc)).tenant or "default", requested_by=requested_by)
     client.refusals = refusals
     return client

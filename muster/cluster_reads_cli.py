@@ -1,5 +1,5 @@
 """`muster cluster list` and `muster cluster show`: the tenant's clusters as their events tell
-them, and `muster job list`: its jobs from the tracker's index; read through the tracker
+them, `muster cluster cost`: what they cost an hour at today's prices, and `muster job list`: its jobs from the tracker's index; read through the tracker
 (docs/decisions/0016). Registered on the `cluster` and `job` groups by `ops_cli.py`."""
 
 from __future__ import annotations
@@ -10,10 +10,13 @@ from typing import Any
 
 import click
 
+from contracts.catalog import Catalog
+
 from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
 from .ops_session import out
+from .readmodel.cost import rate, spend
 from .tables import print_rows
 from .times import lease_end, shown_time
 from .tracker_client import TrackerReads
@@ -129,5 +132,34 @@ async def list_jobs(cluster_ref: str | None, state: str | None, bus: Bus, as_jso
     print_rows(None, ["job", "cluster", "operation", "state", "requested by", "started", "finished"], rows)
 
 
-COMMANDS = (list_clusters, show)
+@click.command("cost")
+@bus_options
+@json_option
+@command
+async def cost(bus: Bus, as_json: bool) -> None:
+    """What the tenant's clusters cost an hour at today's catalog prices, each and together."""
+    async with TrackerReads(bus) as tracker:
+        every = await tracker.clusters()
+        read = await tracker.get("/v1/catalog")
+    catalog = Catalog.model_validate(read.get("catalog") or {})
+    live = [c for c in every if c.status != "deleted"]
+    report = spend(((c.name, c.id, c.provider, [n.hardwaretype for n in c.nodes]) for c in live), catalog.hardwaretypes)
+    tenant = bus.asked or (every[0].tenant if every else "")
+    if as_json:
+        echo_json({"tenant": tenant, **report, **({"note": read["note"]} if report["unknown"] and read.get("note") else {})})
+        return
+    if not live:
+        out.print(f"no clusters in tenant {tenant!r}: nothing to pay for" if tenant else "no clusters: nothing to pay for")
+        return
+    rows = [[c["name"], str(c["nodes"]), f"{rate(c['per_hour'])}/h",
+             ", ".join(f"{h} {v['nodes']} × " + ("no price" if h in c["unknown"] else f"{rate(v['each'])}/h")
+                       for h, v in c["by_hardware"].items())] for c in report["clusters"]]
+    print_rows(f"what the clusters of tenant {tenant!r} cost at today's prices", ["cluster", "nodes", "per hour", "hardware"], rows)
+    out.print(f"total: {rate(report['per_hour'])}/h for {report['nodes']} nodes in {len(live)} clusters"
+              + (f"; no price for {', '.join(report['unknown'])} (counted as 0)" if report["unknown"] else ""))
+    if report["unknown"] and read.get("note"):  # the prices it may not read, not prices the catalog lacks
+        out.print(read["note"])
+
+
+COMMANDS = (list_clusters, show, cost)
 JOB_COMMANDS = (list_jobs,)

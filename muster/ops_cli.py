@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import pydantic
 
 from contracts.commands import (
     MAX_RELAYOUTS,
@@ -88,7 +89,12 @@ relayout_option = click.option(
 def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> PoolWait:
     target = None
     if callback:
-        target = Callback(url=callback) if "://" in callback else Callback(subject=callback)
+        try:
+            target = Callback(url=callback) if "://" in callback else Callback(subject=callback)
+        except pydantic.ValidationError:
+            # (it said "invalid request: url: String should match pattern '^https?://[^\s@]+$'", naming no option)
+            raise CliError(f"--callback: {callback!r} is neither an http(s) URL (https://host/path, no spaces or @) nor a "
+                           "subject (muster.cb.<tenant>.…: letters, digits, '_', '-' and '.')") from None
     return PoolWait(urgency=urgency, wait_s=wait_s, callback=target)
 
 
@@ -270,7 +276,7 @@ def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return bus_options(json_option(f))
 
 
-for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, extend-lease, check, repair, drift; list, show
+for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, extend-lease, check, repair, drift; list, show, cost
     cluster.add_command(_more)
 
 

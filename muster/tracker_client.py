@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from contracts.events import EVENT_ADAPTER
 from contracts.records import Recorded
 
-from .bus.connect import CredentialsError, bearer_headers, credentials
+from . import cli_bus
+from .bus.connect import CredentialsError, bearer_headers, credentials, missing_data_dir
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
@@ -142,7 +143,8 @@ class TrackerReads:
         plain = (" (a tracker serving HTTPS needs an https:// URL)"
                  if self.url.startswith("http://") and type(err).__name__ == "ServerDisconnectedError" else "")
         return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}){plain}: is `muster up` running, or "
-                        "--tracker-url / $MUSTER_TRACKER_URL set?", EXIT_UNREACHABLE)
+                        f"--tracker-url / $MUSTER_TRACKER_URL set?"
+                        f"{missing_data_dir(self.url, cli_bus.DEFAULT_TRACKER_URL, self._data_dir)}", EXIT_UNREACHABLE)
 
     # -- the log -------------------------------------------------------------------------------------
 

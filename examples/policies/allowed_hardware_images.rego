@@ -5,7 +5,7 @@ import rego.v1
 
 hardware := ["medium", "small"]
 
-images := ["centos", "ubuntu"]
+images := ["centos7", "ubuntu22"]
 
 deny contains msg if {
 	some group in input.layout

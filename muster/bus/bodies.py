@@ -19,6 +19,14 @@ body, was readable by every service that reads bodies at all.
 `BODIES` is as durable as the log (file storage, never expires, no delete, no purge, the same
 replicas): a reference in the log must always resolve. Content addressing makes a retried or
 repeated put harmless, and the digest is checked on every read.
+
+Content addressing is per event subject: the same body under two subjects is stored twice. Not
+deduped across subjects, on purpose: a reader may read only the bodies under the subjects its
+rights name, so a copy shared by two subjects would have to be readable by the readers of both
+(a catalog two tenants applied alike, read by either tenant's services), and a service could
+learn by a digest whether another subject holds a body. Counted in a 1,000-node create
+(bench/body_copies_bench.py, session 26): 2 bodies (the plan on the job's subject, the layout
+on the cluster's), no digest under two subjects.
 """
 
 from __future__ import annotations
@@ -203,7 +211,15 @@ class Bodies:
                     break
                 if loop.time() >= deadline or not await self._is_replicated():
                     raise BodyError(f"body {body.ref} of {event_subject} is missing or incomplete in {BODIES_STREAM}")
-                tries += 1  # a replica that has not applied every part yet answered
+                # Not a wait for state that is to come: every part was acknowledged (stored on a
+                # quorum) before the event naming it was appended, so it is stored; a direct get
+                # is answered by any replica, and a follower that has not applied it yet says
+                # "not found". So a bounded retry of that read (its pause doubling, for at most
+                # `wait`), as `OrderedReader` waits for a lagging replica. No event could be
+                # waited on instead: this reader may not consume `BODIES` (its rights are the
+                # direct gets of its own subjects) and no message tells when a follower applied
+                # a write. On one server a part not found is missing: no retry.
+                tries += 1
                 await asyncio.sleep(0.005 * 2 ** min(tries, 7))
             packed = b"".join(found[i] for i in range(parts))
         data = await asyncio.to_thread(zlib.decompress, packed)

@@ -15,6 +15,7 @@ import json
 import os
 import stat
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,30 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 CREDENTIALS_FILES = (Path(".muster") / "credentials", Path.home() / ".config" / "muster" / "credentials")
 
 
+DATA_DIR: ContextVar[Path | None] = ContextVar("muster_data_dir", default=None)
+"""A command's `--data-dir` (muster/cli_bus.py sets it while the command runs): where its NATS
+URL and CA are found, so its credentials too, as $MUSTER_DATA_DIR's are."""
+
+
 def _credentials_files() -> list[Path]:
-    """Where a credentials file is looked for: the deployment's data directory named by
-    $MUSTER_DATA_DIR (what `muster up` tells other shells to export) first."""
-    data_dir = os.environ.get("MUSTER_DATA_DIR")
+    """Where a credentials file is looked for: the deployment's data directory given to the
+    command (`--data-dir`) or named by $MUSTER_DATA_DIR (what `muster up` tells other shells to
+    export) first."""
+    data_dir = DATA_DIR.get() or os.environ.get("MUSTER_DATA_DIR")
     return [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
+
+
+def missing_data_dir(url: str, default: str, data_dir: Path | None) -> str:
+    """Why a command tried the default `url`, when that is a data directory that is not there (a
+    typo in `--data-dir` or $MUSTER_DATA_DIR; else the default URL tried reads as muster down)."""
+    if url != default or data_dir is None or data_dir.is_dir():
+        return ""
+    return f"; no data directory {data_dir} (where `muster up` runs: --data-dir, $MUSTER_DATA_DIR), so the default was tried"
+
+
+def looked_in() -> str:
+    """Where a token was looked for, for the message of a command that found none."""
+    return ", ".join(["$MUSTER_TOKEN", "$MUSTER_CREDENTIALS", *(str(p) for p in _credentials_files())])
 
 
 class CredentialsError(RuntimeError):

@@ -76,8 +76,12 @@ class OrderedReader:
         deletes: bool = True,
         reach_seq: int | None = None,
         reach_wait: float = 10.0,
+        headers_only: bool = False,
     ) -> None:
         self.nc = nc
+        self.headers_only = headers_only
+        """Each message's subject and headers only (its payload empty; `Nats-Msg-Size` says how
+        big it is): a scan for a header costs the log's headers, not its bodies."""
         self.reach_seq = reach_seq if not last_per_subject else None
         """A sequence of the filters the reader knows is stored (it was delivered that event): the
         read goes on until it has it, as with `leader_last`, for a reader that may not ask the
@@ -233,6 +237,7 @@ class OrderedReader:
             # A name of its own each time (a reset's consumer is another): with it, nats-py puts
             # a lone filter in the request's subject, where a service's rights are checked.
             name=fresh_name(),
+            headers_only=self.headers_only or None,
         )
         if self._last_per_subject and self.count == 0:  # (after a reset: on from where it was)
             config.deliver_policy, config.opt_start_seq = DeliverPolicy.LAST_PER_SUBJECT, None

@@ -22,6 +22,7 @@ from nats.js.kv import KeyValue
 from contracts import subjects
 
 from .bodies import bodies_config
+from .replicas import ensure_replicas, kv_stream
 
 log = structlog.get_logger("muster.bus")
 STORAGE_UNCHANGEABLE = 10052
@@ -102,10 +103,12 @@ async def _declare(js: JetStreamContext, config: StreamConfig) -> StreamInfo | N
 
 async def ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     """Create a KV bucket (idempotent), or bind to it if it exists with other settings
-    (10058: declared by another version; it is used as it is)."""
+    (10058: declared by another version; it is used as it is, but for fewer replicas than
+    `config`'s, which it is given: `muster.bus.replicas`)."""
     try:
         return await js.create_key_value(config)
     except BadRequestError as err:
-        if err.err_code != 10058:
+        if err.err_code != EXISTS_OTHERWISE:
             raise
+        await ensure_replicas(js, kv_stream(config.bucket), config.replicas)
         return await js.key_value(config.bucket)

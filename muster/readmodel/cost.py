@@ -1,12 +1,14 @@
 """A plan's cost as people read it (pure): per hardware type, how many nodes at what price each
-and their total, from a dry run's `cost` (`contracts.approvals.PlanCost` as JSON) and its layout."""
+and their total, from a dry run's `cost` (`contracts.approvals.PlanCost` as JSON) and its layout;
+and what a tenant's clusters cost now (`spend`)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contracts.catalog import HardwareType
 from contracts.layout import Layout
 
 
@@ -39,3 +41,26 @@ def waiting_cost(approval: Mapping[str, Any]) -> str:
         return (f"costs {rate(asked['per_hour'])}/h once done at the prices when it was requested (now "
                 f"{rate(asked.get('before_per_hour', 0))}/h; Check first, or `muster job approve --dry-run`, for today's)")
     return ""
+
+
+def spend(clusters: Iterable[tuple[str, str, str, Iterable[str]]], hardware: Mapping[str, HardwareType]) -> dict[str, Any]:
+    """What a tenant's clusters cost an hour at today's prices, for `muster cluster cost`: each
+    cluster (name, id, provider, its nodes' hardware types) with its nodes, its price per hardware
+    type and its total, and their sum. A hardware type without a price for the provider counts
+    as 0 and is named in `unknown`, as in a preview: the figure is not claimed complete."""
+    rows, total, nodes, unknown = [], 0.0, 0, set()
+    for name, cluster_id, provider, types in clusters:
+        counts = Counter(types)
+        by_hardware, missing = {}, []
+        for hardwaretype, count in sorted(counts.items()):
+            found = hardware.get(hardwaretype)
+            each = found.cost(provider) if found is not None else None
+            if each is None:
+                missing.append(hardwaretype)
+            by_hardware[hardwaretype] = {"nodes": count, "each": each or 0.0, "per_hour": round((each or 0.0) * count, 6)}
+        per_hour = round(sum(h["per_hour"] for h in by_hardware.values()), 6)
+        rows.append({"name": name, "id": cluster_id, "provider": provider, "nodes": sum(counts.values()),
+                     "per_hour": per_hour, "by_hardware": by_hardware, "unknown": missing})
+        total, nodes = total + per_hour, nodes + sum(counts.values())
+        unknown.update(missing)
+    return {"clusters": rows, "nodes": nodes, "per_hour": round(total, 6), "unknown": sorted(unknown)}

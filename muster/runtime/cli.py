@@ -230,7 +230,8 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenants,
               help="the tenant (or several, comma-separated) the catalog is applied to and the provisioner serves")
-@click.option("--capacity", default=8, show_default=True, help="provisioner workers (per provisioner process)")
+@click.option("--capacity", default=8, show_default=True, type=click.IntRange(1, 10_000),
+              help="provisioner workers (per provisioner process)")
 @click.option("--planners", default=1, show_default=True, type=click.IntRange(1, 16),
               help="planner processes; they share the clusters (docs/scaling.md)")
 @click.option("--autoscale", is_flag=True, help="start and drain provisioner processes on the planners' recommendation")
@@ -301,6 +302,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
         console.print(f"traces:  {traces} (every service; docs/tracing.md)", markup=False, highlight=False, soft_wrap=True)
         if (clear := tracing.in_clear()) is not None:
             console.print(f"warning: {clear}", markup=False, highlight=False, soft_wrap=True, style="yellow")
+        if (silent := tracing.collector_silent()) is not None:
+            console.print(f"warning: {silent}", markup=False, highlight=False, soft_wrap=True, style="yellow")
     _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")

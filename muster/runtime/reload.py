@@ -57,7 +57,7 @@ def _made(data_dir: Path, name: str, first: str) -> Path:
 def reload(data_dir: Path) -> None:
     """Have the running `muster up` make its notifiers read their secrets file and webhook allow
     file again, and its pool service and planners the allow file (SIGHUP), without a restart (it
-    prints what each did)."""
+    prints what each did); one of them given up on (a file it could not read) starts again."""
     state = running_deployment(data_dir, "its services read their files at its next start")
     pid = int(state["pid"])
     try:

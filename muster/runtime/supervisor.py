@@ -131,8 +131,21 @@ def port_problem(host: str, port: int) -> str:
         try:
             s.bind(address)
         except OSError as err:
+            if err.errno == errno.EADDRNOTAVAIL:
+                return f"cannot be bound: {host} is not an address of this machine"
             return "is in use by another program" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror or err}"
     return ""
+
+
+def host_problem(host: str) -> str:
+    """Why nothing can listen on `host` ('' if something can), said before anything starts: else
+    nats-server failed first ("did not become ready"), or the tracker's port was blamed."""
+    problem = port_problem(host, 0)
+    if not problem.startswith("cannot be bound: "):
+        return ""
+    why = problem.removeprefix("cannot be bound: ").removeprefix(f"{host} is not an address of this machine").strip(" ()")
+    return (f"--host {host} is not an address of this machine{f' ({why})' if why else ''}: give one of its own "
+            "(127.0.0.1, an address of one of its interfaces, or 0.0.0.0 for all)")
 
 
 def _stderr(message: str) -> None:
@@ -217,6 +230,8 @@ class Deployment:
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
+            if problem := host_problem(self.host):
+                raise StartRefused(problem)
             if self.tracker_port and (problem := port_problem(self.host, self.tracker_port)):
                 raise StartRefused(f"tracker port {self.tracker_port} on {self.host} {problem}: "
                                    "pass another --tracker-port, or 0 for any free one")
@@ -315,15 +330,43 @@ class Deployment:
     async def reload_settings(self, timeout: float = 15.0) -> list[str]:
         """Have every running notifier read its secrets file and allow file again, and the pool
         service and the planners their allow file (SIGHUP), without a restart; what each said
-        (`notifier: reloaded`, or why not)."""
-        reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None]
+        (`notifier: reloaded`, or why not). One of them given up on (a file it could not read at
+        its restarts) is started again: the operator fixed the file and says so by reloading."""
+        down = [name for name in self.given_up if name.split("-")[0] in RELOADING and name != SERVER]
+        revived = asyncio.gather(*(self._revive(name) for name in down))
+        reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None
+                     and c.name not in down]
+        for c in reloading:  # what each says now, not what it said at an earlier reload
+            c.reload_said = ""
+            c.reloaded.clear()
         try:
             await asyncio.wait_for(asyncio.gather(*(reload_child(c) for c in reloading)), timeout)
         except TimeoutError:
             late = ", ".join(c.name for c in reloading if not c.reloaded.is_set())
             raise StartError(f"{late or 'a service'} did not reload within {timeout:g} s; see its log") from None
-        return [f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said else f"{c.name}: reloaded"
-                for c in reloading]
+        finally:
+            again = await revived
+        said = {c.name: _reload_said(c) for c in reloading}
+        said.update(zip(down, again, strict=True))
+        return [said[c.name] for c in self.children if c.name in said]
+
+    async def _revive(self, name: str) -> str:
+        """Start a child given up on again, as at its first start; what happened, as a reload says it."""
+        old = self.child(name)
+        self.children.remove(old)
+        try:
+            child = await self._spawn(name, old.args)
+        except StartError as err:
+            failed = self.child(name)
+            if failed.process.returncode is None:  # (hung in its start: it is down, as before)
+                failed.process.kill()
+            await failed.process.wait()
+            return f"{name}: not started again: {err}"
+        del self.given_up[name]
+        self._describe()
+        self._watch(name)
+        self.notify(f"{name} is running again (pid {child.pid}), as `muster reload` asked")
+        return f"{name}: started again (pid {child.pid})"
 
     def processes(self, service: str) -> list[str]:
         n = self.replicas.get(service, 1)
@@ -395,12 +438,13 @@ class Deployment:
         raise KeyError(name)
 
     def _describe(self) -> None:
-        """Who holds the data directory, for the next `muster up` there and for operators."""
-        processes = {c.name: c.pid for c in self.children}
+        """Who holds the data directory, for the next `muster up` there and for operators: the
+        processes that run, and those given up on with why (their last pid named nothing)."""
+        processes = {c.name: c.pid for c in self.children if c.name not in self.given_up}
         if self.server is not None and self.server.process is not None:
             processes = {SERVER: self.server.process.pid, **processes}
         self.lock.describe(pid=os.getpid(), nats_url=self.nats_url, tracker_url=self.tracker_url,
-                           started_at=self._started_at, processes=processes)
+                           started_at=self._started_at, processes=processes, given_up=dict(self.given_up))
 
     async def kill(self, name: str) -> int:
         """kill -9 one child by its PID (fault tests; it is not restarted); returns the PID."""
@@ -600,6 +644,7 @@ class Deployment:
                    f"keep running; see {log_path}")
         self.given_up[name] = message
         self._restarting.discard(name)
+        self._describe()
         self.notify(message)
 
     def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
@@ -614,6 +659,7 @@ class Deployment:
                        f"on it, the others keep running; see {log_path}")
         self.given_up[name] = message
         self._restarting.discard(name)
+        self._describe()
         self.notify(message)
 
     async def wait_failed(self) -> str:
@@ -691,6 +737,14 @@ async def lines_of(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
             if end.partial:
                 yield end.partial
             return
+
+
+def _reload_said(child: Child) -> str:
+    """What one process did on `muster reload`, for `muster up`'s line."""
+    if not child.reloaded.is_set():  # (it exited: reload_child waits for its word or its end)
+        return (f"{child.name}: exited before it reloaded ({exit_text(child.process.returncode)}); started again, it "
+                "reads the files at its start")
+    return f"{child.name}: not reloaded{_why(child.reload_said)}" if "not reloaded" in child.reload_said else f"{child.name}: reloaded"
 
 
 def _why(line: str) -> str:

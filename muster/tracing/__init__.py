@@ -30,9 +30,9 @@ from datetime import datetime
 from typing import Any
 
 from . import sdk
-from .sdk import TracingError, configure, describe, enabled, in_clear, shutdown, wanted
+from .sdk import TracingError, collector_silent, configure, describe, enabled, in_clear, shutdown, wanted
 
-__all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "configure", "current", "describe", "enabled", "from_environment", "in_clear", "headers", "link",
+__all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "collector_silent", "configure", "current", "describe", "enabled", "from_environment", "in_clear", "headers", "link",
            "log_ids", "new_job", "outgoing", "run", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
 
 HEADER = "traceparent"

@@ -140,6 +140,27 @@ def in_clear(env: Mapping[str, str] = os.environ) -> str | None:
     return None
 
 
+def collector_silent(env: Mapping[str, str] = os.environ, timeout: float = 0.5) -> str | None:
+    """A warning when nothing takes a connection at the OTLP endpoint now (`muster up` says it at
+    its start): every span would be dropped, and each command would wait for its own at its exit
+    (OTEL_BSP_EXPORT_TIMEOUT). None when one does, or when spans go elsewhere (console, off)."""
+    if not wanted(env):
+        return None
+    for name, protocol in check(env):
+        if name != "otlp":
+            continue
+        endpoint = _endpoint(env, protocol)
+        parts = urllib.parse.urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+        port = parts.port or (443 if parts.scheme == "https" else 4317 if protocol == "grpc" else 80)
+        try:
+            socket.create_connection((parts.hostname or "localhost", port), timeout=timeout).close()
+        except OSError as err:
+            return (f"nothing answers at {printable(endpoint)} now ({err.strerror or type(err).__name__}): spans are "
+                    "dropped until a collector listens there, and each command waits up to OTEL_BSP_EXPORT_TIMEOUT for its "
+                    "own at its exit; without a collector, OTEL_TRACES_EXPORTER=console (docs/tracing.md)")
+    return None
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True

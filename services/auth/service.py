@@ -36,6 +36,7 @@ from contracts.identity import (
     PrincipalDisabled,
     TokenRevoked,
 )
+from muster.bus import replicas
 from muster.bus.answers import answer_on_inbox
 from muster.bus.bodymove import move_old_bodies
 from muster.bus.connect import connect, on_reconnect
@@ -108,6 +109,10 @@ class AuthService:
         self.nc = await self._connect(LOG_USER, "muster-auth")
         await self._streams()
         self._spawn(self._move_bodies())
+        # Buckets made with fewer replicas than the deployment's (an older version), given them
+        # now and at each one's creation (muster/bus/replicas.py)
+        await self.nc.subscribe(replicas.CREATED, cb=self._on_bucket_created)
+        self._spawn(replicas.replicate_buckets(self.nc.jetstream(), self.replicas))
         # TASKS as declared, whoever declares it again after a restart lost it (services/auth/taskqueue.py)
         await self.nc.subscribe(taskqueue.CREATED, cb=self._on_tasks_created)
         on_reconnect(self.nc, self._restore_tasks)
@@ -158,6 +163,14 @@ class AuthService:
             await move_old_bodies(self.nc)
         except Exception as err:  # noqa: BLE001 - told; the next start moves them (nothing is marked done)
             log.error("bodies stored before 0057 could not be moved", error=str(err) or type(err).__name__)
+
+    async def _on_bucket_created(self, msg: Msg) -> None:
+        stream = msg.subject.rsplit(".", 1)[-1]
+        if stream in {replicas.kv_stream(b) for b in replicas.BUCKETS}:
+            try:
+                await replicas.ensure_replicas(self.nc.jetstream(), stream, self.replicas)
+            except Exception as err:  # noqa: BLE001 - told; the next start looks again
+                log.warning("a bucket's replicas could not be checked", stream=stream, error=str(err) or type(err).__name__)
 
     async def _on_tasks_created(self, msg: Msg) -> None:
         await self._restore_tasks()  # (one at a time: the subscription's callbacks are)

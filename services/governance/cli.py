@@ -21,7 +21,7 @@ from rich.console import Console
 from contracts import subjects
 from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
-from muster.cli_bus import Bus, Refusals, bus_options, connect_or_fail, resolved
+from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
 from muster.cli_support import (
     EXIT_DENIED,
     EXIT_FAILED,
@@ -40,7 +40,7 @@ from muster.times import shown_time
 
 from .domain.deliveries import said
 from .domain.policies import PolicyCompileError, PolicySource, compile_policy
-from .domain.references import unknown_inputs
+from .domain.references import absent_inputs, unknown_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -57,7 +57,7 @@ async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, said: st
     the bus refuses fails at once, naming what was refused, rather than waiting for an answer.
     `said`: the command as people typed it (`policy apply`), which a refusal names."""
     refusals = Refusals()
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     try:
         tenant = (await resolved(bus, nc)).tenant or "default"
         subject = subjects.governance_request(tenant, principal_of(nc), verb)
@@ -128,7 +128,7 @@ def policy() -> None:
 
 @policy.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--description", default="", help="what the policies are for (default: each file's first comment line)")
+@click.option("--description", default="", help="what the policies are for (default: the first sentence of each file's leading comment)")
 @json_option
 @bus_options
 @command
@@ -139,14 +139,23 @@ async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool,
 
 
 def first_comment(source: str) -> str:
-    """The first line of a Rego file's leading comment (examples/policies/ each say what they do
-    there): `policy list` showed an empty description for every policy applied without one."""
+    """The first sentence of a Rego file's leading comment (examples/policies/ each say what they
+    do there): `policy list` showed an empty description for every policy applied without one,
+    then the first line only, cut mid-sentence where the sentence went on (`freeze_window`:
+    "... looking (check) and")."""
+    said: list[str] = []
     for line in source.splitlines():
         stripped = line.strip()
-        if not stripped:
+        if not stripped.startswith("#"):
+            if stripped or said:
+                break
             continue
-        return stripped.lstrip("#").strip()[:200] if stripped.startswith("#") else ""
-    return ""
+        said.append(stripped.lstrip("#").strip())
+        if said[-1].endswith("."):
+            break
+    text = " ".join(w for w in said if w)
+    end = text.find(". ")
+    return (text[:end + 1] if end >= 0 else text)[:200]
 
 
 @policy.command("list")
@@ -213,15 +222,20 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
         document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
+    given = policy_input(document, input_file)
+    absent = absent_inputs(source, given)  # a rule on them never holds here: "allowed" would mislead unsaid
+    for gap in absent:
+        click.echo(f"note: {gap}: a rule reading it never holds on this input (the input document: docs/governance.md; "
+                   "or a dry run's answer, `--dry-run --json`)", err=True)
     # As the planner evaluates it: in a child process, within the same deadline.
     sandbox = PolicySandbox(deadline, prints=True)  # an author's print() on its own terminal
     try:
-        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], policy_input(document, input_file))
+        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], given)
     finally:
         sandbox.close()
     if as_json:
         echo_json({"allowed": not verdict.denied, "deny": [d.message for d in verdict.denials],
-                   "warn": [w.message for w in verdict.warnings]})
+                   "warn": [w.message for w in verdict.warnings], "absent": absent})
     else:
         for d in verdict.denials:
             out.print(f"deny: {d.message}")

@@ -24,6 +24,7 @@ import structlog
 from contracts.commands import COMMAND_ADAPTER, Accepted, ApproveJob, DryRun, Rejected, RejectJob
 from contracts.layout import Layout
 from muster.ports.clock import Clock
+from muster.times import shown_time
 
 from .domain import saved as saving
 from .domain.admission import Facts, Refused
@@ -135,4 +136,4 @@ class Approvals:
             self.arm(job)  # moved (a restart armed it early): not yet
             return
         job.expire_approval()
-        await self._end(job, cluster, f"nobody approved the job before {expires}")
+        await self._end(job, cluster, f"nobody approved the job before {shown_time(expires)}")

@@ -44,6 +44,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence, TaskMessage
+from muster.bus.replicas import ensure_replicas
 from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
 
@@ -106,6 +107,9 @@ async def presence_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
     except BadRequestError as err:
         if err.err_code != BUCKET_EXISTS:
             raise
+        # Made by an older version, maybe with one replica on a cluster: a node's loss then stops
+        # every provisioner (their records unrenewable, decision 54's lease). Given the deployment's.
+        await ensure_replicas(js, KV_STREAM, replicas)
         return await js.key_value(subjects.PRESENCE_BUCKET)
 
 
@@ -116,12 +120,15 @@ async def watched_bucket(js: JetStreamContext) -> KeyValue:
     from muster.bus.streams import replicas_from_env
 
     try:
-        return await js.key_value(subjects.PRESENCE_BUCKET)
+        kv = await js.key_value(subjects.PRESENCE_BUCKET)
     except BucketNotFoundError:
         # With the deployment's replicas, as a provisioner makes it: a planner or tracker started
         # first made it with one replica on a cluster, on a node whose loss then stopped every
         # provisioner (their presence unrenewable: decision 54's lease) until it came back.
         return await presence_bucket(js, replicas_from_env())
+    if replicas_from_env() > 1:  # (made with fewer by an older version: given them, as by a provisioner)
+        await ensure_replicas(js, KV_STREAM, replicas_from_env())
+    return kv
 
 
 def serves(p: ProvisionerPresence, tenant: str | None, provisioner_class: str | None) -> bool:

@@ -393,7 +393,8 @@ ROUTES: tuple[Route, ...] = (
           WhoAmI, (), errors=()),
     Route("/v1/governance/{what}", "governance",
           "The tenant's approval rules, policies, subscriptions (each with its last delivery: `delivery.state` queued, "
-          "delivered, failing or undelivered, with the receiver's status and the error), schedules (with their last and "
+          "delivered, failing or undelivered, with the receiver's status and the error; `delivery.test`: it is a "
+          "`muster notify test`'s, tried once), schedules (with their last and "
           "next runs), or the "
           "requests its policies denied. Approve or reject a job that waits: POST /v1/jobs/{job_id}/approve|reject "
           "with {\"comment\": \"...\"} (docs/governance.md).", GovernanceList, (TENANT, GOVERNANCE_LIST), errors=(400, 403, 404, 503)),

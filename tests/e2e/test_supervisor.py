@@ -175,3 +175,34 @@ async def test_a_provisioner_whose_id_another_process_took_over_exits_and_stays_
     async with await MusterClient.connect(deployment.nats_url) as client:
         [record] = await live_provisioners(client.nc)
     assert record.info.pid == second.pid  # its record stays: the first never deleted it
+
+
+async def test_a_notifier_given_up_on_for_its_secrets_file_starts_again_on_reload_once_it_is_fixed(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """Walked by hand (session 26): a notifier killed while its secrets file had a typo failed
+    every restart and was given up on; `deployment.json` still named its dead pid, and after the
+    file was fixed `muster reload` did not mention it: only a whole new `muster up` brought it back."""
+    deployment, notes = supervised
+    secrets = deployment.data_dir / "notifier-secrets.json"
+    secrets.write_text('{"@secrets": ')
+    notifier = deployment.child("notifier")
+    notifier.args = [*notifier.args, "--secrets", str(secrets)]
+    os.kill(notifier.pid, signal.SIGKILL)
+    given_up = await notes.wait_for("notifier exited 3 times")
+    assert "cannot read secrets file" in " ".join(notes.lines), notes.lines
+    state = json.loads((deployment.data_dir / "deployment.json").read_text())
+    assert "notifier" not in state["processes"] and state["given_up"] == {"notifier": given_up}, state
+
+    said = dict(one.split(": ", 1) for one in await deployment.reload_settings())
+    assert said["notifier"].startswith("not started again: notifier exited during start: cannot read secrets file"), said
+    assert said["planner"] == "reloaded" and "notifier" in deployment.given_up
+
+    secrets.write_text("{}\n")
+    said = dict(one.split(": ", 1) for one in await deployment.reload_settings())
+    again = deployment.child("notifier")
+    assert said["notifier"] == f"started again (pid {again.pid})" and again.started.is_set(), said
+    state = json.loads((deployment.data_dir / "deployment.json").read_text())
+    assert state["processes"]["notifier"] == again.pid and "notifier" not in state["given_up"], state
+    assert deployment.given_up == {}
+    os.kill(again.pid, signal.SIGKILL)  # supervised again (every restart before this one failed)
+    await notes.wait_for("notifier is running again")

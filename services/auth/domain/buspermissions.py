@@ -171,10 +171,11 @@ def _log_reader(filters: Iterable[str], *, deletes: bool = False, scoped: bool =
 CONSUMED: dict[str, tuple[str, ...]] = {
     # its requesters' pool requests (its routes), the pools (its mirror and its start's replay)
     "pool": (subjects.ALL_POOL_REQUEST_EVENTS, subjects.ALL_POOL_EVENTS),
-    # the schedules (its mirror), the identities (`IdentityView`: who may do what), its entities
-    # and the clusters a schedule names (its scoped reads: decision 0057)
+    # the schedules (its mirror), the identities (`IdentityView`: who may do what), its entities,
+    # the clusters a schedule names and each subscription's last notification (`notify list`'s
+    # delivery column) (its scoped reads: decision 0057)
     "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS, subjects.ALL_GOVERNANCE_EVENTS,
-                   subjects.ALL_CLUSTER_EVENTS),
+                   subjects.ALL_CLUSTER_EVENTS, subjects.ALL_NOTIFICATION_EVENTS),
     # every tenant's jobs' ends and clusters' leases (its routes; a job's events and a cluster's,
     # its scoped reads), the subscriptions (its mirror, one just made), the identities (whether a
     # subscription's author may still read its tenant), the catalogs (a repair's drift) and its

@@ -4,11 +4,15 @@ say whether its deliveries go through, and why not, without a reader of the log.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from contracts.notifications import NotificationAttempted, NotificationQueued
 from muster.times import shown_time
+
+_TEST = re.compile(r"-test-[0-9a-f]{12}$")
+"""A test notification's id (`services/notifier/requests.py`); a real one ends with its event's kind."""
 
 
 def latest(event: Any, at: datetime) -> dict[str, Any] | None:
@@ -18,8 +22,10 @@ def latest(event: Any, at: datetime) -> dict[str, Any] | None:
         return {"state": "queued", "id": event.id, "kind": event.kind, "at": at.isoformat(), "due_at": event.due_at.isoformat()}
     if isinstance(event, NotificationAttempted):
         state = "delivered" if event.ok else "undelivered" if event.final else "failing"
+        # `test`: a `muster notify test`, tried once: its failure is not the real notifications' (still retried)
         return {"state": state, "id": event.id, "at": at.isoformat(), "attempt": event.attempt, "status": event.status,
-                "error": event.error, "next_at": event.next_at.isoformat() if event.next_at else None}
+                "error": event.error, "next_at": event.next_at.isoformat() if event.next_at else None,
+                "test": bool(_TEST.search(event.id))}
     return None
 
 
@@ -34,4 +40,5 @@ def said(delivery: dict[str, Any] | None) -> str:
     if state == "delivered":
         return f"delivered at {at}" + (f" ({status})" if status else "")
     tail = f"; next at {shown_time(delivery['next_at'])}" if delivery.get("next_at") else ""
-    return f"{state} at {at}: {delivery.get('error') or status or 'no answer'} (attempt {delivery.get('attempt')}{tail})"
+    test = "test " if delivery.get("test") else ""
+    return f"{test}{state} at {at}: {delivery.get('error') or status or 'no answer'} (attempt {delivery.get('attempt')}{tail})"

@@ -85,12 +85,42 @@ def _check(steps: list[str]) -> str:
     return ""
 
 
+def _paths(source: str) -> list[list[str]]:
+    """Every `input.a.b` path the policy reads, as its steps, in source order."""
+    return [[m.group(1) or m.group(2) for m in _STEP.finditer(found.group(1))] for found in _PATH.finditer(_code(source))]
+
+
 def unknown_inputs(source: str) -> list[str]:
     """Every input path the policy reads that the input never has, once each, in source order."""
     problems: list[str] = []
-    for found in _PATH.finditer(_code(source)):
-        steps = [m.group(1) or m.group(2) for m in _STEP.finditer(found.group(1))]
+    for steps in _paths(source):
         problem = _check(steps)
         if problem and problem not in problems:
             problems.append(problem)
     return problems
+
+
+def absent_inputs(source: str, document: dict[str, Any]) -> list[str]:
+    """Every input path the policy reads that the input always has but this `document` lacks
+    (or holds a number or a string where the policy reads below it), once each: `muster policy
+    test` on a hand-written input with a typo, or another shape, said `allowed`, every rule on
+    a missing field never holding. A null (`cluster` of a create) and the user's maps are not
+    judged: the real input has them so."""
+    said: list[str] = []
+    for steps in _paths(source):
+        level, value = SHAPE, document
+        for i, step in enumerate(steps):
+            path = ".".join(["input", *steps[:i]])
+            if level is ANY or level is LEAF or value is None or step not in level:
+                break  # (a path the input never has is unknown_inputs' to say)
+            if not isinstance(value, dict):
+                problem = f"{path}.{step}: this input's {path} is {value!r}, with no fields"
+            elif step not in value:
+                problem = f"{path}.{step}: this input's {path} has no field {step!r}" if i else f"input.{step}: this input has no field {step!r}"
+            else:
+                level, value = level[step], value[step]
+                continue
+            if problem not in said:
+                said.append(problem)
+            break
+    return said

@@ -127,8 +127,15 @@ def at_version(f: Facts) -> None:
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):
-        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.shown})",
+        raise Refused(f"cluster {_named(f)} is busy with job {_cluster(f).job_id} ({current.operation}, {current.shown})",
                       code="conflict")
+
+
+def _named(f: Facts) -> str:
+    """The cluster as people named it, its id beside: a scheduled tick's refusal (`muster
+    schedule list`) said only the id."""
+    name = _cluster(f).name
+    return f"{name} ({f.command.cluster_id})" if name else repr(f.command.cluster_id)
 
 
 def not_deleted(f: Facts) -> None:
@@ -235,7 +242,7 @@ SERVICES_LISTED = 30
 
 
 def named_services_known(f: Facts) -> None:
-    """A start, stop, restart or upgrade names services of the cluster: refused at the field,
+    """A start, stop, restart, upgrade or check names services of the cluster: refused at the field,
     before a plan is tried, naming each bad one (not in the catalog, or not on this cluster) and
     the services the cluster has. It said `unknown service 'nosuch': not in the catalog`, and
     left the person to find the cluster's services with another command."""
@@ -447,8 +454,15 @@ def services_absent(f: Facts) -> None:
 
 def services_present(f: Facts) -> None:
     cmd: RemoveServices = f.command
-    if absent := sorted(set(cmd.services) - _on_cluster(f)):
+    on = _on_cluster(f)
+    if absent := sorted(set(cmd.services) - on):
         raise Refused(f"not on the cluster: {', '.join(absent)}", code="invalid", field="services")
+    if on and not on - set(cmd.services):
+        # The solver refuses it too, but only after the job was accepted: the request said
+        # "accepted" and the job failed a moment later (`no layout: removing every service ...`).
+        name = _cluster(f).name
+        raise Refused(f"removing every service ({', '.join(sorted(on))}) leaves nothing on the cluster: "
+                      f"to remove the nodes too, `muster cluster delete {name}`", code="invalid", field="services")
 
 
 def nodes_known(f: Facts) -> None:

@@ -109,7 +109,7 @@ _ROWS = (
     # Observed state: every node's `status` tasks; never stops on a failed check (its tolerance
     # is every node) and leaves the cluster's status as it was.
     Operation("check", "CheckCluster", "cluster", chain=(A.STATUS,), offline=True, observes=True,
-              rules=(rule.at_version, rule.not_busy, rule.not_deleted)),
+              rules=(rule.at_version, rule.not_busy, rule.not_deleted, rule.named_services_known)),
     # Planned by `observed.repair_plan` from the drift: phases of `repair-node`, `repair-install`, `start`, `stop`,
     # `restart`, `configure-restart`. Rolling: the nodes it only brings up go first (`observed.up_first`).
     Operation("repair", "RepairCluster", "cluster", rules=(*_CLUSTER, rule.drifted), rolling=True),

@@ -6,6 +6,7 @@ configured); there is no "accept any" mode. Nothing here reads ~/.ssh or an SSH 
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -170,7 +171,10 @@ async def connect(target: SshTarget, timeout: float = DEFAULT_CONNECT_TIMEOUT_S)
     except TimeoutError:
         raise SshError(f"ssh to {target.address} timed out after {timeout:g} s") from None
     except OSError as err:
-        raise SshError(f"cannot connect to {target.address}: {err.strerror or err}") from None
+        # asyncio's words ("Connect call failed ('10.0.0.3', 22)") name neither why nor what to
+        # look at: the errno does (refused: nothing listens; no route: the node's network is down).
+        why = f"{os.strerror(err.errno).lower()} ({errno.errorcode.get(err.errno, err.errno)})" if err.errno else str(err.strerror or err)
+        raise SshError(f"cannot connect to {target.address}: {why}") from None
 
 
 async def run(

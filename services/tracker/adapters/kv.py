@@ -43,6 +43,7 @@ from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 from contracts import subjects
 from muster.bus import wire
 from muster.bus.connect import on_reconnect
+from muster.bus.replicas import ensure_replicas, kv_stream
 from muster.bus.wire import close_push
 from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
@@ -130,12 +131,15 @@ class Mirror:
 
 async def _bucket(js: JetStreamContext, bucket: str, replicas: int) -> KeyValue:
     try:
-        return await js.key_value(bucket)
+        kv = await js.key_value(bucket)
     except BucketNotFoundError:
         return await js.create_key_value(
             KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
                            description="muster tracker: job, task and cluster locations (docs/tracker.md)")
         )
+    if replicas > 1:  # (made with fewer by an older version: given them)
+        await ensure_replicas(js, kv_stream(bucket), replicas)
+    return kv
 
 
 class LocationIndex:

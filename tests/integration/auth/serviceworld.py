@@ -13,6 +13,9 @@ from muster.bus.streams import ensure_streams
 
 from .conftest import Authed
 
+SCOPED = ("pool", "solver", "governance", "notifier")
+"""The services whose reads of the log and of its bodies name their filters (decision 0057)."""
+
 
 @dataclass
 class World:

@@ -78,6 +78,13 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     # whoami` asks the tracker which"
     assert "expired or revoked" in err and "muster token create --for alice --save FILE" in err
     assert "muster whoami" not in err
+    # Every command on the bus says the same (it said "`muster whoami` asks the tracker which"
+    # and left the way on to that second command: walk of session 26), an operation and a
+    # governance request alike.
+    for args in (("cluster", "create", "c", "-t", "t", "-n", "1"), ("schedule", "list")):
+        code, out, err = await muster(authed, *args, token=alice)
+        assert code == 4 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err, (args, err)
+        assert "muster token create --for alice --save FILE" in err and "muster whoami" not in err, (args, err)
 
 
 async def test_a_credentials_file_readable_by_others_is_refused(authed: Authed) -> None:

@@ -127,6 +127,12 @@ async def test_subscriptions_keep_secrets_out_and_stay_on_the_tenants_subjects(s
     ok = await ask(served, "uma", "put", kind="subscription", entities=[
         {"name": "bus", "events": ["job_failed", "needs_approval"], "subject": "muster.cb.a.ops"}])
     assert ok["ok"], ok
+    # Listed with each one's last delivery, read from its notification subject: the service's
+    # rights must allow that read (a scoped direct get), else `muster notify list` timed out
+    # as an internal error whenever the tenant had a subscription (walk of session 26).
+    listed = await ask(served, "uma", "list", kind="subscription")
+    assert listed["ok"], listed
+    assert [(i["name"], i["delivery"]) for i in listed["items"]] == [("bus", None)]
 
 
 async def test_a_schedule_needs_its_operations_permission_and_its_owner_is_its_author(served: People) -> None:

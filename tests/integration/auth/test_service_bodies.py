@@ -31,9 +31,8 @@ from muster.bus.scopedlog import ScopedEventStore
 
 from .conftest import Authed
 from .refusals import raw_refused, refused
-from .serviceworld import World, service_world
+from .serviceworld import SCOPED, World, service_world
 
-SCOPED = ("pool", "solver", "governance", "notifier")
 FOREIGN = subjects.plan_events("other", "p1")
 """Another tenant's plan, whose body none of them may read."""
 OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1"),

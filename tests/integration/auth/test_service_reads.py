@@ -30,12 +30,11 @@ from services.notifier.entrypoint import start_notifier
 
 from .conftest import Authed
 from .refusals import raw_refused, refused
-from .serviceworld import World, service_world
+from .serviceworld import SCOPED, World, service_world
 
 FOREIGN = f"{subjects.EVT}.other.plan.p1"
 """Another tenant's plan: an event none of them may read (governance reads clusters)."""
 EVENTS = subjects.EVENTS_STREAM
-SCOPED = ("pool", "solver", "governance", "notifier")
 OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1"),
        "governance": subjects.governance_filter("acme", "schedule").replace("*", "s1"),
        "notifier": subjects.job_events("acme", "j1")}

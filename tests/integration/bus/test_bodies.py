@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import zlib
 
 import pytest
@@ -17,8 +18,10 @@ from contracts.catalog import Action
 from contracts.events import ClusterLayoutChanged, TaskQueued
 from contracts.layout import NodeSpec
 from muster.bus.bodies import BODIES_STREAM, CHUNK, H_BODY, INLINE_LIMIT, Bodies, BodyError, Offloaded
+from muster.bus.bodymove import MOVED, old_bodies, referencing
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import MAX_ATOMIC, Append, EventStore, Recorded, recorded_from_msg
+from muster.bus.ordered import OrderedReader
 
 pytestmark = pytest.mark.nats
 
@@ -129,6 +132,31 @@ async def test_a_body_stored_in_the_layout_before_0057_is_read_as_it_was(nc: Cli
         await nc.jetstream().publish(f"muster.body.{tenant}.{digest}", chunk, headers={"Muster-Part": f"{i}/{len(chunks)}"})
     old = Offloaded("ClusterLayoutChanged", f"sha256:{digest}", len(data))
     assert await Bodies(nc.jetstream()).get(subjects.cluster_events(tenant, "c6"), old) == data
+
+
+async def test_the_move_of_old_bodies_reads_only_what_can_hold_one(nc: Client, tenant: str) -> None:
+    """`bodymove`: the old bodies are listed by tenant (not this version's parts, nor the mark),
+    and only their tenants' events are read, headers only, an event kept when it names one."""
+    data = bytes(range(256)) * 600
+    digest = hashlib.sha256(data).hexdigest()
+    js = nc.jetstream()
+    await js.publish(f"muster.body.{tenant}.{digest}", zlib.compress(data), headers={"Muster-Part": "0/1"})
+    await js.publish(MOVED, b"0")
+    old_event = subjects.cluster_events(tenant, "c-old")
+    stub = {"type": "ClusterLayoutChanged", "v": 1, "body": {"ref": f"sha256:{digest}", "size": len(data),
+                                                              "encoding": "zlib", "stream": BODIES_STREAM}}
+    await EventStore(nc).append(subjects.cluster_events(tenant, "c-new"), [Append(_layout(300), msg_id=f"{tenant}:n")])
+    seq = (await js.publish(old_event, json.dumps(stub).encode(), headers={H_BODY: f"sha256:{digest}"})).seq
+    old = await old_bodies(nc)
+    assert old[tenant] == {digest} and "_moved" not in old
+    assert await referencing(nc, {tenant: {digest}}, since=0) == [(old_event, f"sha256:{digest}")]
+    assert await referencing(nc, {tenant: {digest}}, since=seq) == []  # (from the mark on)
+    assert await referencing(nc, {"other-tenant": {digest}}, since=0) == []
+
+    seen: list[tuple[bytes, bytes]] = []
+    await OrderedReader(nc, subjects.EVENTS_STREAM, [old_event], lambda s, q, d, h: seen.append((d, h)), headers_only=True).run()
+    [(payload, headers)] = seen
+    assert payload == b"" and b"Nats-Msg-Size" in headers and H_BODY.encode() in headers
 
 
 async def test_an_append_longer_than_one_atomic_batch_lands_whole_and_fenced(nc: Client, tenant: str) -> None:

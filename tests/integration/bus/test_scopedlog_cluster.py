@@ -11,58 +11,26 @@ is played deterministically on one server in test_scopedlog.py."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from nats.aio.client import Client
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import BadRequestError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
 from contracts.records import Append
-from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
+from muster.bus.cluster import ClusterNode
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore, fenced_last
-from muster.bus.server import free_port
 from muster.bus.streams import ensure_streams
+
+from .clusters import retried
 
 pytestmark = pytest.mark.nats
 
 ROUNDS = 8
-
-
-@pytest_asyncio.fixture
-async def nodes(tmp_path: Path) -> AsyncIterator[list[ClusterNode]]:
-    made = loopback_cluster(tmp_path / "nats", [(free_port(), free_port()) for _ in range(3)])
-    try:
-        await start_cluster(made)
-        yield made
-    finally:
-        for node in made:
-            if node.process is not None and node.process.returncode is None:
-                os.kill(node.process.pid, signal.SIGCONT)
-            await node.stop()
-
-
-async def _declared(nc: Client, tries: int = 8) -> None:
-    """A cluster that has just elected its meta leader may not know every peer yet ("no suitable
-    peers for placement", or no answer in time): a bounded retry of the declaration (0.25 s, doubling), as the auth
-    service's start does."""
-    for attempt in range(tries):
-        try:
-            await ensure_streams(nc.jetstream(), replicas=3)
-            return
-        except (BadRequestError, NatsTimeout):
-            if attempt == tries - 1:
-                raise
-            await asyncio.sleep(0.25 * 2**attempt)
 
 
 def _requested(name: str) -> Append:
@@ -73,7 +41,7 @@ def _requested(name: str) -> Append:
 async def test_a_read_through_a_lagging_follower_is_confirmed_with_the_leader(nodes: list[ClusterNode]) -> None:
     writer = await connect(",".join(n.url for n in nodes), name="writer")
     try:
-        await _declared(writer)
+        await retried(lambda: ensure_streams(writer.jetstream(), replicas=3))
         info = await writer.jetstream().stream_info(subjects.EVENTS_STREAM)
         assert info.cluster is not None and info.cluster.leader
         follower = next(n for n in nodes if n.name != info.cluster.leader)

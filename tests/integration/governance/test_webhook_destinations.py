@@ -10,6 +10,7 @@ a public address, without saying whether it resolves inside."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from datetime import UTC, datetime
 
@@ -219,3 +220,25 @@ async def test_a_bus_subscription_needs_no_check() -> None:
     await deliveries.close()
 
 
+
+
+async def test_a_receiver_that_does_not_answer_is_said_so_with_the_wait() -> None:
+    """A receiver that takes the POST and never answers: the attempt's error says how long the
+    notifier waited (it said `TimeoutError`, the exception's name, in `notify test` and `notify
+    list`: walk of session 26)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # reads nothing, answers nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}/slow"
+    try:
+        ok, status, error = await send(Deliveries(None, {"hook": "s"}, CLOCK, timeout_s=0.5, allowed=LOCAL), url)
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+    assert (ok, status) == (False, None)
+    assert error == f"{url}: no answer within 0.5 s", error

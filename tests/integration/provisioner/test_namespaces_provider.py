@@ -69,6 +69,30 @@ async def test_a_confirm_starts_again_the_sshd_of_a_node_whose_sshd_died(
     assert (await reg.execute(next_task(a, again, "delete"))).ok
 
 
+async def test_a_confirm_sets_up_again_the_links_of_a_node_taken_down_by_hand(
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A node's link taken down (`ip link set <veth> down`, as a walk did by hand) left it
+    unreachable with its sshd running: every repair's confirm failed `cannot connect`, three
+    times, and the job rolled back. The confirm now sets up again what is down."""
+    reg, fields = ns_registry
+    a = await made(reg, fields, "n1")
+    name = a.results["providerid"]
+    await system.set_link(name, False)  # the host end of its veth
+    await system.set_link("eth0", False, name)
+    down = await reg.execute(service_task(a, "status", "echo up"))
+    assert not down.ok and "cannot connect" in down.error
+    confirmed = await reg.execute(a.model_copy(update={"action": Action.CONFIRM, "service": None}))
+    assert confirmed.ok, confirmed.error
+    assert f"its link was down: set up {name}, eth0 (in {name})" in confirmed.stdout
+    assert "sshd was not running" not in confirmed.stdout
+    up = await reg.execute(service_task(a, "status", "echo up"))
+    assert up.ok and up.stdout.strip() == "up", up.error
+    again = await reg.execute(a.model_copy(update={"action": Action.CONFIRM, "service": None}))
+    assert again.ok and "link was down" not in again.stdout
+    assert (await reg.execute(next_task(a, again, "delete"))).ok
+
+
 async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(
     ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -99,3 +99,19 @@ async def test_a_waiting_create_shows_its_cost_at_todays_prices_over_http_on_the
 def _status(job_id: str) -> tuple[int, str]:
     ran = CliRunner().invoke(main, ["status", job_id], catch_exceptions=False)
     return ran.exit_code, ran.output
+
+
+async def test_the_console_shows_a_rejected_jobs_page(stack: Stack) -> None:
+    """The job page of a rejected (or expired) job answered 500: its template read the
+    approval's `approved_cost`, which only an approval records (walk of session 26)."""
+    await _put(stack, "rule", "creates", {"operations": ["create"], "expires_after_s": 600})
+    waiting = await stack.client.request(CreateCluster(name="refused", template="hadoop-small", nodes=2))
+    assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
+    resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/reject", json={"comment": "not now"})
+    assert resp.status == 202, await resp.text()
+    job = await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json()
+    assert job["approval"]["decision"] == "rejected" and "approved_cost" not in job["approval"], job["approval"]
+    page = await stack.http.get(f"/ui/jobs/{waiting.job_id}")
+    text = await page.text()
+    assert page.status == 200, text[-2000:]
+    assert re.search(r"Approval: rejected by \S+: “not now”", text), text

@@ -18,6 +18,7 @@ from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
 from muster.cli import main
+from muster.readmodel.cost import rate
 from services.tracker import story
 from services.tracker.story import story_at
 
@@ -267,3 +268,18 @@ async def test_events_follow_prints_new_events_as_they_come_and_ctrl_c_ends_it_q
         if proc.returncode is None:
             proc.terminate()
             await proc.wait()
+
+
+async def test_cluster_cost_says_what_the_tenants_clusters_cost_at_todays_prices(tracked: Tracked) -> None:
+    """A tenant could see a cluster's cost only in a preview, before it ran: nothing said what its
+    clusters cost now, the figure its budget policy judges (walk of session 26)."""
+    reply = await _finished_job(tracked)
+    name = (await tracked.client.cluster(reply.cluster_id)).name
+    body = json.loads((await muster("cluster", "cost", "--json", "--nats-url", tracked.url)).output)
+    [mine] = [c for c in body["clusters"] if c["id"] == reply.cluster_id]
+    assert (mine["name"], mine["nodes"], mine["unknown"]) == (name, 2, []), mine
+    assert mine["per_hour"] > 0 and mine["per_hour"] == round(sum(h["nodes"] * h["each"] for h in mine["by_hardware"].values()), 6)
+    assert body["per_hour"] == round(sum(c["per_hour"] for c in body["clusters"]), 6)
+    said = await muster("cluster", "cost", "--nats-url", tracked.url)
+    assert said.exit_code == 0 and re.search(rf"^{name}\s+2\s+\S+/h", said.output, re.M), said.output
+    assert f"total: {rate(body['per_hour'])}/h for {body['nodes']} nodes" in said.output

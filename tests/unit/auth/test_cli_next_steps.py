@@ -4,7 +4,8 @@ placeholder where `muster up`'s provisioner is `provisioner`."""
 
 from __future__ import annotations
 
-from muster.auth_cli import _refused_whoami, tenant_next_steps
+from muster.auth_cli import tenant_next_steps
+from muster.cli_bus import refused_token as _refused_whoami
 
 
 def test_whoami_of_a_refused_token_says_why_and_how_to_get_a_new_one() -> None:

@@ -111,3 +111,22 @@ def test_nats_an_install_without_the_binary_fails_permanently_naming_the_setting
     found = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": {"binary": nats_server_binary(), "routes": ""}}, step="install")
     assert found.ok, found.error
     assert (tmp_path / "nats" / "nats-server").stat().st_size > 0
+
+
+def test_a_config_of_the_wrong_shape_fails_permanently_naming_the_setting_in_both_playbooks(tmp_path: Path) -> None:
+    """A configure without `routes` (or a replica's without `primary`: a config replaces the
+    template's key as a whole) said `object of type 'dict' has no attribute 'routes'`, three times."""
+    (tmp_path / "nats").mkdir()
+    (tmp_path / "redis").mkdir()
+    for playbook, service, config, step, said in (
+        ("nats.yml", "nats-ansible", {}, "install", "config: nats is null: an object (binary, routes, settings) is needed"),
+        ("nats.yml", "nats-ansible", {"nats": {"binary": nats_server_binary(), "routez": "x"}}, "configure",
+         "config: nats.routes is null: the members' nats-route:// URLs, comma-separated, are needed"),
+        ("nats.yml", "nats-ansible", {"nats": {"routes": "", "settings": [1]}}, "configure", "config: nats.settings is [1]: an object"),
+        ("redis.yml", "redis-replica-ansible", {"redis": {"settings": {}}}, "configure", "config: redis.primary is null: the primary's address"),
+        ("redis.yml", "redis-replica-ansible", {"redis": {"primary": "10.0.0.1", "link_wait_s": "soon"}}, "configure",
+         'config: redis.link_wait_s is "soon": a whole number'),
+    ):
+        bad = configure(tmp_path, playbook, service, config, step=step)
+        assert not bad.ok and bad.permanent, (config, bad)
+        assert said in bad.error, (config, bad.error)

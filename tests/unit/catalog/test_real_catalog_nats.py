@@ -20,10 +20,12 @@ from muster.runtime.real_demo import REAL_CATALOG
 from services.provisioner.plugins.builtin.shell.automator import PERMANENT_EXIT
 
 
-def run(home: Path, action: Action, settings: dict[str, Any], ip: str = "127.0.0.1", binary: str = "") -> subprocess.CompletedProcess[str]:
+def run(home: Path, action: Action, settings: dict[str, Any], ip: str = "127.0.0.1", binary: str = "",
+        config: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
     catalog = load_sources([REAL_CATALOG / "catalog.yaml"]).catalog
     script = str(catalog.services["nats"].provisioner.actions[action].fields["script"])
-    config = {"nats": {"binary": binary or nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}
+    if config is None:
+        config = {"nats": {"binary": binary or nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": ip, "MUSTER_HOSTNAME": "n1",
            "MUSTER_CLUSTER_ID": "c1", "MUSTER_CONFIG": json.dumps(config)}
     return subprocess.run(["sh", "-c", script], env=env, cwd=home, capture_output=True, text=True, timeout=30)
@@ -35,6 +37,28 @@ def test_an_install_without_the_binary_fails_permanently_naming_the_setting(tmp_
     missing = run(tmp_path, Action.INSTALL, {}, binary="nats-server-not-here")
     assert missing.returncode == PERMANENT_EXIT, (missing.returncode, missing.stderr)
     assert "no nats-server 'nats-server-not-here' on node n1 (nats.binary: a path, or a name on the node's PATH" in missing.stderr
+
+
+def test_a_config_of_the_wrong_shape_fails_permanently_naming_the_setting(tmp_path: Path) -> None:
+    """A walk's configure without `routes` (a config replaces the template's `nats` key as a whole)
+    said `KeyError: 'routes'`, one of `{"nats": 5}` `TypeError: 'int' object is not subscriptable`,
+    each three times."""
+    binary = nats_server_binary()
+    for action, config, said in (
+        (Action.INSTALL, {}, "config: nats is null: an object (binary, routes, settings) is needed"),
+        (Action.INSTALL, {"nats": 5}, "config: nats is 5: an object"),
+        (Action.INSTALL, {"nats": {"binary": ""}}, 'config: nats.binary is ""'),
+        (Action.CONFIGURE, {"nats": 5}, "config: nats is 5: an object"),
+        (Action.CONFIGURE, {"nats": {"binary": binary, "routez": "x"}}, "config: nats.routes is null: the members' nats-route:// URLs"),
+        (Action.CONFIGURE, {"nats": {"binary": binary, "routes": "", "settings": [1]}}, "config: nats.settings is [1]: an object"),
+    ):
+        out = run(tmp_path, action, {}, config=config)
+        assert out.returncode == PERMANENT_EXIT and said in out.stderr, (config, out.returncode, out.stderr)
+        assert "Traceback" not in out.stderr
+    # Without `binary` the install looks for `nats-server`, as README says (it said KeyError: 'binary'); the
+    # PATH here has none.
+    out = run(tmp_path, Action.INSTALL, {}, config={"nats": {"routes": ""}})
+    assert out.returncode == PERMANENT_EXIT and "no nats-server 'nats-server' on node n1" in out.stderr, out.stderr
 
 
 def test_a_config_nats_server_refuses_fails_permanently_and_keeps_the_good_one(tmp_path: Path) -> None:

@@ -32,10 +32,11 @@ def script(action: Action) -> str:
     return str(catalog.services["redis-replica"].provisioner.actions[action].fields["script"])
 
 
-def configure(home: Path, settings: dict[str, Any], primary: str = "10.0.0.1") -> subprocess.CompletedProcess[str]:
+def configure(home: Path, settings: dict[str, Any], primary: str = "10.0.0.1", config: Any = None,
+              services: str = "redis-replica") -> subprocess.CompletedProcess[str]:
     (home / "redis").mkdir(exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": "127.0.0.1",
-           "MUSTER_SERVICES": "redis-replica", "MUSTER_CONFIG": json.dumps({"redis": {"primary": primary, "settings": settings}})}
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": "127.0.0.1", "MUSTER_SERVICES": services,
+           "MUSTER_CONFIG": json.dumps({"redis": {"primary": primary, "settings": settings}} if config is None else config)}
     return subprocess.run(["sh", "-c", script(Action.CONFIGURE)], env=env, cwd=home, capture_output=True, text=True, timeout=30)
 
 
@@ -49,6 +50,24 @@ def test_settings_reach_redis_conf_and_a_bad_one_never_replaces_the_good_file(tm
     assert bad.returncode == PERMANENT_EXIT  # the same config fails the same way: the planner does not try it again
     assert "'maxmemory lots'" in bad.stderr and "argument must be a memory value" in bad.stderr  # redis-server's own words
     assert (tmp_path / "redis" / "redis.conf").read_text().splitlines() == conf
+
+
+def test_a_config_of_the_wrong_shape_fails_permanently_naming_the_setting(tmp_path: Path) -> None:
+    """A configure without `primary` (a config replaces the template's `redis` key as a whole) said
+    `KeyError: 'primary'`, three times; `settings` as a list `AttributeError: 'list' object has no
+    attribute 'items'`."""
+    for config, said in (
+        ({}, "config: redis is null: an object (primary, settings, link_wait_s) is needed"),
+        ({"redis": "10.0.0.1"}, 'config: redis is "10.0.0.1": an object'),
+        ({"redis": {"settings": {"maxmemory": "64mb"}}}, "config: redis.primary is null: the primary's address is needed"),
+        ({"redis": {"primary": "10.0.0.1", "settings": ["maxmemory", "64mb"]}}, 'config: redis.settings is ["maxmemory", "64mb"]: an object'),
+        ({"redis": {"primary": "10.0.0.1", "link_wait_s": "soon"}}, 'config: redis.link_wait_s is "soon": a whole number'),
+    ):
+        out = configure(tmp_path, {}, config=config)
+        assert out.returncode == PERMANENT_EXIT and said in out.stderr, (config, out.returncode, out.stderr)
+        assert "Traceback" not in out.stderr and not (tmp_path / "redis" / "redis.conf").exists()
+    # A primary has no use for `primary`: its config without one is good.
+    assert configure(tmp_path, {}, config={"redis": {"settings": {"maxmemory": "64mb"}}}, services="redis-primary").returncode == 0
 
 
 def test_a_primary_left_a_macro_fails_permanently_naming_the_flavours_own(tmp_path: Path) -> None:

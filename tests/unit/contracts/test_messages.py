@@ -101,6 +101,25 @@ def test_a_refusal_reads_as_our_words_not_pydantics() -> None:
     assert describe_validation_error(err.value) == "CreateCluster.nodes: must be a whole number, not true or false"
 
 
+def test_a_problem_of_the_whole_document_is_said_without_a_made_up_field() -> None:
+    """A rule between fields (a model validator) has no field to name: it read `subscription
+    's1': (document): a subscription has exactly one of webhook and subject` (walk of session 26)."""
+    from contracts.governance import Subscription
+
+    with pytest.raises(ValidationError) as err:
+        Subscription.model_validate({"name": "s1", "events": ["job_failed"]})
+    assert describe_validation_error(err.value) == "a subscription has exactly one of webhook and subject"
+
+
+def test_an_empty_value_is_said_empty() -> None:
+    """`muster policy apply` of an empty file said `source: String should have at least 1 character`."""
+    from contracts.governance import Policy
+
+    with pytest.raises(ValidationError) as err:
+        Policy.model_validate({"name": "p", "source": ""})
+    assert describe_validation_error(err.value) == "source: is empty: give a value"
+
+
 @pytest.mark.parametrize(("make", "said"), [
     (lambda: CreateCluster(name="bad name!", template="t", nodes=2),
      "name: 'bad name!' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),

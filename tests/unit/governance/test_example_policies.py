@@ -14,11 +14,12 @@ from services.governance.domain.inputs import document
 from services.governance.domain.policies import compile_policy, evaluate
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "policies"
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 WEDNESDAY = datetime(2026, 11, 25, 17, tzinfo=UTC)
 FRIDAY_EVENING = datetime(2026, 11, 27, 17, tzinfo=UTC)
 
 
-def nodes(n: int, hardware: str = "small", image: str = "centos") -> list[NodeSpec]:
+def nodes(n: int, hardware: str = "small", image: str = "centos7") -> list[NodeSpec]:
     return [NodeSpec(id=f"n{i}", hardwaretype=hardware, imagetype=image, services=["hdfs"]) for i in range(n)]
 
 
@@ -54,7 +55,17 @@ def test_allowed_hardware_and_images() -> None:
     assert verdict("allowed_hardware_images", doc()) == ([], [])
     denied, _ = verdict("allowed_hardware_images", doc(hardware="gpu", image="windows"))
     assert denied == ['hardware type gpu is not allowed (allowed: ["medium", "small"])',
-                      'image type windows is not allowed (allowed: ["centos", "ubuntu"])']
+                      'image type windows is not allowed (allowed: ["centos7", "ubuntu22"])']
+
+
+def test_the_allowed_images_are_those_of_the_readmes_catalog() -> None:
+    """Applied on the deployment the README starts (`muster up --catalog muster/demo/catalog`),
+    the example allows the demo's images: it named `centos` and `ubuntu`, which no catalog here
+    has, and denied every create (walk of session 26)."""
+    images = {p.stem for p in (DEMO / "imagetypes").glob("*.json")}
+    assert images == {"centos7", "ubuntu22"}
+    for image in images:
+        assert verdict("allowed_hardware_images", doc(image=image)) == ([], []), image
 
 
 def test_freeze_window() -> None:

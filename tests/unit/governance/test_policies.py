@@ -198,3 +198,32 @@ def test_muster_policy_test_and_apply_refuse_a_file_that_is_not_utf8(tmp_path: P
                  ["policy", "apply", str(binary)]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and f"{binary}: not UTF-8 text (byte 19)" in result.output, (args, result.output)
+
+
+def test_muster_policy_test_says_what_the_policy_reads_that_a_hand_written_input_lacks(tmp_path: Path) -> None:
+    """An input of another shape (`{"nodes": 5}` where the document has `nodes.before|after`,
+    no `tenant`) evaluated to `allowed` without a word: every rule on a missing field never
+    held, and the author believed the policy let the request through (walk of session 26)."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    policy = Path(__file__).parents[3] / "examples" / "policies" / "nodes_per_tenant.rego"
+    given = tmp_path / "in.json"
+    given.write_text('{"nodes": 5, "request": {"nodes": 50}}')
+    result = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(given), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "note: input.tenant: this input has no field 'tenant': a rule reading it never holds on this input" in result.output
+    assert "note: input.nodes.before: this input's input.nodes is 5, with no fields" in result.output
+    assert '"absent": ["input.tenant: this input has no field' in result.output
+
+
+def test_an_input_with_what_the_policy_reads_or_a_null_cluster_gets_no_note() -> None:
+    from services.governance.domain.references import absent_inputs
+
+    source = ("package p\nimport rego.v1\ndeny contains \"x\" if input.cluster.labels.env == \"prod\"\n"
+              "deny contains \"y\" if input.nodes.after > 3\n")
+    assert absent_inputs(source, {"cluster": None, "nodes": {"before": 0, "after": 5}}) == []
+    assert absent_inputs(source, {"cluster": {"labels": {}}, "nodes": {"before": 0, "after": 5}}) == []
+    assert absent_inputs(source, {"cluster": {}, "nodes": {"after": 5}}) == [
+        "input.cluster.labels: this input's input.cluster has no field 'labels'"]

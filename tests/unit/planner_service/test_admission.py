@@ -239,6 +239,9 @@ async def test_a_second_operation_on_a_busy_cluster_is_refused_for_every_cluster
                     UpgradeService(cluster_id=cid, service="base")):
         reply = await h.send(command)
         assert isinstance(reply, Rejected) and f"busy with job {first.job_id} (configure, running)" in reply.reason
+        # named as people named it, its id beside (a schedule's refused tick said only the id: walk of session 26)
+        name = h.cluster(cid).name
+        assert reply.reason.startswith(f"cluster {name} ({cid}) is busy"), reply.reason
 
 
 async def test_a_dry_run_of_a_rule_breaking_request_is_refused_too(h: Harness) -> None:

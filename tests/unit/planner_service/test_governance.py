@@ -204,6 +204,9 @@ async def test_an_approval_expires_and_the_expiry_survives_a_restart() -> None:
     await h.settle()
     assert h.job(job_id).state == "failed" and "nobody approved" in h.job(job_id).error
     assert "JobApprovalExpired" in h.history(job_id)
+    # The reason says the time as every human view does (`muster status`, the console, a
+    # job_failed notification's text), not the log's ISO form (walk of session 26).
+    assert re.search(r"nobody approved the job before \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", h.job(job_id).error), h.job(job_id).error
 
 
 async def test_a_job_that_needed_approval_is_not_given_another_layout_nobody_approved() -> None:

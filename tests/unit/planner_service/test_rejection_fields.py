@@ -17,6 +17,7 @@ from contracts.commands import (
     AddServices,
     ApplyPlan,
     CancelJob,
+    CheckCluster,
     CreateCluster,
     DeleteCluster,
     DryRun,
@@ -250,7 +251,9 @@ async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_ve
     for command, field in ((StartServices(cluster_id=cid, services=["nope"]), "services"),
                            (StopServices(cluster_id=cid, services=["base", "nope"]), "services"),
                            (RestartServices(cluster_id=cid, services=["nope"]), "services"),
-                           (UpgradeService(cluster_id=cid, service="nope"), "service")):
+                           (UpgradeService(cluster_id=cid, service="nope"), "service"),
+                           # (walk of session 26: a check said "cannot plan check: service nope is not in the catalog")
+                           (CheckCluster(cluster_id=cid, services=["nope"]), "services")):
         for dry in (True, False):
             reply = await h.send(command.model_copy(update={"dry_run": dry}))
             assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)

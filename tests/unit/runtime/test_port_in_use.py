@@ -57,3 +57,23 @@ async def test_a_child_that_refuses_its_setting_at_start_is_bad_input(tmp_path: 
     assert isinstance(refused, StartRefused) and "tracker exited during start: cannot listen on 127.0.0.1:8080" in str(refused)
     failed = await _exits(tmp_path, EXIT_FAILED)
     assert isinstance(failed, StartError) and not isinstance(failed, StartRefused)
+
+
+@pytest.mark.parametrize("port", ["0", "8090"])
+def test_muster_up_on_an_address_of_another_machine_names_the_host_before_anything_starts(tmp_path: Path, port: str) -> None:
+    """Walked in session 26: with --tracker-port 0 nats-server failed first ("did not become
+    ready on port N; see its log"); with a port, "tracker port 8090 ... pass another
+    --tracker-port", which no port mends."""
+    result = CliRunner(env={"NATS_URL": None}).invoke(
+        main, ["up", "--data-dir", str(tmp_path), "--tracker-port", port, "--host", "192.0.2.1", "--tls"])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "--host 192.0.2.1 is not an address of this machine" in result.output, result.output
+    assert "--tracker-port" not in result.output and not (tmp_path / "nats").exists()
+
+
+@pytest.mark.parametrize("capacity", ["0", "-2"])
+def test_muster_up_refuses_a_capacity_below_one_before_anything_starts(tmp_path: Path, capacity: str) -> None:
+    """It started nats-server and every service, then the provisioner refused it."""
+    result = CliRunner(env={"NATS_URL": None}).invoke(main, ["up", "--data-dir", str(tmp_path), "--capacity", capacity])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "Invalid value for '--capacity'" in result.output and not (tmp_path / "nats").exists()

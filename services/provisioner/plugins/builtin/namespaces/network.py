@@ -164,6 +164,27 @@ async def set_link(name: str, up: bool, netns: str | None = None) -> None:
     await run(["ip", *(["-n", netns] if netns else []), "link", "set", name, "up" if up else "down"])
 
 
+async def link_is_up(name: str, netns: str | None = None) -> bool | None:
+    """Whether an interface is set up (its `UP` flag: what `ip link set ... down` clears), None
+    when there is no such interface."""
+    status, out, _ = await run(["ip", *(["-n", netns] if netns else []), "-o", "link", "show", "dev", name], check=False)
+    if status != 0 or "<" not in out:
+        return None
+    return "UP" in out.split("<", 1)[1].split(">", 1)[0].split(",")
+
+
+async def raise_links(name: str, veth: str, bridge: str) -> list[str]:
+    """Set up again what carries a node's traffic and was taken down (by hand, by a fault
+    harness): the bridge, the host end of its veth, and `lo` and `eth0` inside namespace `name`.
+    The names of those it set up, in that order (none: nothing was down)."""
+    raised = []
+    for dev, netns in ((bridge, None), (veth, None), ("lo", name), ("eth0", name)):
+        if await link_is_up(dev, netns) is False:
+            await set_link(dev, True, netns)
+            raised.append(f"{dev} (in {name})" if netns else dev)
+    return raised
+
+
 @dataclass(frozen=True)
 class NetNs:
     name: str

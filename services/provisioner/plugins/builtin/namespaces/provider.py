@@ -90,20 +90,23 @@ class NamespacesProvider(ProviderPlugin):
         holder = rootfs.find_holder(name)
         if holder is None:
             return failed(f"confirm: namespace node {name} does not exist on this machine (deleted, or made on another machine)")
-        # The provider owns the node: an sshd that died (a repair's confirm, docs/plugins.md) is
-        # started again with the node's own files, so its host key stays the recorded one.
+        # The provider owns the node: a link taken down and an sshd that died (a repair's confirm,
+        # docs/plugins.md) are brought back, the sshd with the node's own files, so its host key
+        # stays the recorded one. (A link left down failed every repair: sshd ran, unreachable.)
         try:
+            raised = await system.raise_links(name, name, system.object_name(name.split("-", 1)[0], "br", interface=True))
             revived = await rootfs.revive_sshd(name, holder, self._base_dir(ctx) / name,
                                                timeout=min(float(ctx.fields.get("sshd_timeout_s") or 15), ctx.remaining()))
         except (system.SystemCommandError, OSError) as err:
-            return failed(f"confirm: node {ctx.node.id}: its sshd was not running and did not start again: {err}")
+            return failed(f"confirm: node {ctx.node.id}: its link or its sshd was down and did not come back: {err}")
         timeout = max(0.001, min(float(ctx.fields.get("connect_timeout_s") or 10), ctx.remaining()))
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir)
             probe = await login_probe(target, "hostname", timeout)
         except SshError as err:
             return failed(f"confirm: {err}", permanent=err.permanent)
-        again = f"its sshd was not running: started it again (pid {revived}); " if revived is not None else ""
+        again = f"its link was down: set up {', '.join(raised)}; " if raised else ""
+        again += f"its sshd was not running: started it again (pid {revived}); " if revived is not None else ""
         return succeeded(
             {"ssh_host_keys": dict(ctx.results.get("ssh_host_keys") or {})},
             stdout=f"node {ctx.node.id} is up: {again}root@{target.host}:{target.port} answers as {probe.stdout.strip()}, "

@@ -45,6 +45,8 @@ from .network import (
     host_networks,
     lease_address,
     link_exists,
+    link_is_up,
+    raise_links,
     release_leases,
     set_link,
     sweep,
@@ -54,6 +56,6 @@ __all__ = [
     "IFNAMSIZ", "STATE_ROOT", "Bridge", "NetNs", "Spawned", "SystemCommandError", "bridge_network", "bridge_ports",
     "check_prefix", "claim_bridge", "create_bridge", "create_netns", "delete_bridge_if_unused", "delete_link",
     "delete_netns", "free_network", "host_lock", "host_networks", "kill_netns", "kill_pids", "lease_address",
-    "link_exists", "netns_pids", "object_name", "reap", "release_leases", "root_refusal", "run", "set_link",
+    "link_exists", "link_is_up", "netns_pids", "object_name", "raise_links", "reap", "release_leases", "root_refusal", "run", "set_link",
     "spawn_until", "sweep",
 ]

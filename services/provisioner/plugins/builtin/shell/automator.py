@@ -33,6 +33,8 @@ CONFIG_ENV_LIMIT = 32 * 1024
 """Bytes of compact cluster-config JSON still passed in MUSTER_CONFIG (the file always has it)."""
 CLEANUP_TIMEOUT_S = 5.0
 CLEANUP_MARGIN_S = 2.0
+CONNECT_TIMEOUT_S = 10.0
+"""Connecting and logging in, at most (field `connect_timeout_s`): Ansible's default too."""
 SAID_LINES, SAID_LIMIT = 2, 200
 """A failed script's error ends with its last stderr lines (at most this many, and characters)."""
 BOOTSTRAP_PROBE = 'echo "bootstrap: $(id -un)@$(hostname) in $PWD"'
@@ -154,8 +156,11 @@ class ShellAutomator(AutomatorPlugin):
             )
             document = task_document(ctx)
         deadline = asyncio.get_running_loop().time() + limit
+        # A node that drops what is sent to it (its link down) answers nothing: the connect took the
+        # task's whole time (71 s of a check) where a bounded one fails the attempt and lets it retry.
+        connect_limit = min(limit, float(ctx.fields.get("connect_timeout_s") or CONNECT_TIMEOUT_S))
         try:
-            async with await connect(target, limit) as conn:
+            async with await connect(target, connect_limit) as conn:
                 left = max(deadline - asyncio.get_running_loop().time(), 0.001)
                 try:
                     result = await run(conn, command.program, input=document, timeout=left)

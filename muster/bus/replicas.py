@@ -1,0 +1,103 @@
+"""A stream or KV bucket made with fewer replicas than the deployment's, given them.
+
+`MUSTER_REPLICAS` (3 on a cluster) is what every stream and bucket is made with. One made
+before with fewer (by an older version, or by a reader before session 25) keeps them: creating it
+again with other settings is refused (10058) and the service binds to it as it is. A bucket with
+one replica on a 3-node cluster lives on one node, whose loss stops whatever uses it: for the
+presence bucket, every provisioner (none can renew its record, so each one's lease lapses:
+docs/decisions/0054). nats-server changes a stream's replicas on an update, so whoever finds it
+short updates it (`ensure_replicas`); the auth service, which alone may update streams when
+authorization is on, does it for every bucket muster makes at its start and at each one's
+creation (`BUCKETS`).
+
+The update sends back the stream's own config as the server gave it (raw JSON, every field,
+even one nats-py does not know), only `num_replicas` raised: nothing else of the stream
+changes, and several services doing it at once send the same config, which the server applies
+once (the others find it as asked). Replicas are never lowered here: a deployment may have made
+a stream with more.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+
+from .wire import connection_of
+
+log = structlog.get_logger("muster.bus")
+
+API = "$JS.API"
+STREAM_NOT_FOUND = 10059
+UPDATE_TIMEOUT_S = 2.0
+"""How long an update is waited for. A connection that may not update streams (every service's
+but the auth service's under authorization: docs/security.md) is not answered (the server drops
+the request), so this is what a service pays, once per short bucket at its start, when the auth
+service has not moved it yet; an update that was allowed takes a few milliseconds."""
+
+CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.*"
+"""The advisories of streams' creation (the auth service looks at each bucket's: a wildcard
+takes a whole token, so every stream's, told apart by name)."""
+
+BUCKETS = ("presence", "leases", "snapshots", "nodemaps", "locations", "budgets", "spend")
+"""Every KV bucket muster makes (each module's `BUCKET`; tests/unit/bus/test_replicas.py holds
+them equal): the auth service gives each the deployment's replicas."""
+
+
+def kv_stream(bucket: str) -> str:
+    return f"KV_{bucket}"
+
+
+async def _api(js: JetStreamContext, verb: str, stream: str, body: bytes, timeout: float) -> dict[str, Any]:
+    msg = await connection_of(js).request(f"{API}.STREAM.{verb}.{stream}", body, timeout=timeout)
+    answer: dict[str, Any] = json.loads(msg.data)
+    return answer
+
+
+async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeout: float = UPDATE_TIMEOUT_S) -> int | None:
+    """The stream given at least `want` replicas if it has fewer; its replicas now (as far as
+    this connection knows), None if there is no such stream."""
+    info = await _api(js, "INFO", stream, b"", timeout)
+    if "error" in info:
+        if info["error"].get("err_code") == STREAM_NOT_FOUND:
+            return None
+        raise RuntimeError(f"stream {stream}: {info['error'].get('description')}")
+    config: dict[str, Any] = info["config"]
+    have = int(config.get("num_replicas") or 1)
+    if have >= want:
+        return have
+    config["num_replicas"] = want
+    try:
+        answer = await _api(js, "UPDATE", stream, json.dumps(config).encode(), timeout)
+    except NatsTimeout:
+        # Not answered: a connection that may not update streams, or an update sent while another
+        # service's raised them (nats-server answers one of several at once; the others' wait
+        # runs out, as seen on a 3-node cluster): what the stream has now tells which.
+        now = await _api(js, "INFO", stream, b"", timeout)
+        have = int(now.get("config", {}).get("num_replicas") or have)
+        if have < want:
+            log.warning("a stream has fewer replicas than the deployment's and this connection may not update it "
+                        "(the auth service does at its start)", stream=stream, replicas=have, want=want)
+        return have
+    if "error" in answer:
+        log.warning("a stream's replicas could not be raised: used as it is", stream=stream, replicas=have, want=want,
+                    error=answer["error"].get("description"))
+        return have
+    log.info("a stream made with fewer replicas than the deployment's was given them", stream=stream, replicas=have,
+             want=want)
+    return want
+
+
+async def replicate_buckets(js: JetStreamContext, want: int) -> dict[str, int | None]:
+    """Every bucket of `BUCKETS` that exists given `want` replicas (the auth service's start);
+    a failure is told and the others are still done."""
+    done: dict[str, int | None] = {}
+    for bucket in BUCKETS:
+        try:
+            done[bucket] = await ensure_replicas(js, kv_stream(bucket), want)
+        except Exception as err:  # noqa: BLE001 - told; its next start (or creation) tries again
+            log.warning("a bucket's replicas could not be checked", bucket=bucket, error=str(err) or type(err).__name__)
+    return done

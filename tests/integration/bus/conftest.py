@@ -1,0 +1,28 @@
+"""A real cluster of three nats-servers on loopback (muster.bus.cluster), for the bus's tests
+that need replicated streams: each node a process of its own, stopped at the end (a node a test
+paused with SIGSTOP is let go first)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
+from muster.bus.server import free_port
+
+
+@pytest_asyncio.fixture
+async def nodes(tmp_path: Path) -> AsyncIterator[list[ClusterNode]]:
+    made = loopback_cluster(tmp_path / "nats", [(free_port(), free_port()) for _ in range(3)])
+    try:
+        await start_cluster(made)
+        yield made
+    finally:
+        for node in made:
+            if node.process is not None and node.process.returncode is None:
+                os.kill(node.process.pid, signal.SIGCONT)
+            await node.stop()

@@ -1,0 +1,60 @@
+"""The auth service gives the buckets made short their replicas, on a real cluster of three
+nats-servers with authorization on (muster/bus/replicas.py): one there at its start, and one
+made with one replica while it runs (its creation's advisory). Each is seen moved by the
+server's advisory of the stream's update, waited for with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import KeyValueConfig, StorageType
+
+from muster.bus.cluster import loopback_cluster, start_cluster
+from muster.bus.connect import connect
+from muster.bus.replicas import kv_stream
+from muster.bus.server import free_port
+from services.auth.keys import LOG_USER, AuthKeys, server_auth_config
+from services.auth.service import AuthService
+
+from .clusters import retried
+
+pytestmark = pytest.mark.nats
+
+UPDATED = "$JS.EVENT.ADVISORY.STREAM.UPDATED."
+
+
+async def test_the_auth_service_gives_short_buckets_the_deployments_replicas(tmp_path: Path) -> None:
+    keys = AuthKeys.load_or_create(tmp_path / "auth")
+    nodes = loopback_cluster(tmp_path / "nats", [(free_port(), free_port()) for _ in range(3)],
+                             auth=server_auth_config(keys.issuer_public, keys.bus_secret))
+    try:
+        await start_cluster(nodes)
+        url = ",".join(n.url for n in nodes)
+        nc = await connect(url, name="older-version", user=LOG_USER, password=keys.bus_secret, token=None)
+        js = nc.jetstream()
+        updated: dict[str, asyncio.Future[None]] = {b: asyncio.get_running_loop().create_future() for b in ("spend", "leases")}
+
+        async def on_update(msg: Msg) -> None:
+            bucket = msg.subject.rsplit(".", 1)[1].removeprefix("KV_")
+            if bucket in updated and not updated[bucket].done():
+                updated[bucket].set_result(None)
+
+        await nc.subscribe(UPDATED + "*", cb=on_update)
+        await retried(lambda: js.create_key_value(KeyValueConfig(bucket="spend", history=1, storage=StorageType.FILE)))
+        auth = AuthService(url, keys, replicas=3)
+        await auth.start()
+        try:
+            await asyncio.wait_for(updated["spend"], 20)
+            await js.create_key_value(KeyValueConfig(bucket="leases", history=1, storage=StorageType.FILE, replicas=1))
+            await asyncio.wait_for(updated["leases"], 20)
+            for bucket in ("spend", "leases"):
+                assert (await js.stream_info(kv_stream(bucket))).config.num_replicas == 3, bucket
+        finally:
+            await auth.stop()
+            await nc.close()
+    finally:
+        for node in nodes:
+            await node.stop()

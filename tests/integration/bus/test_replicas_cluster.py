@@ -1,0 +1,100 @@
+"""Streams and buckets made with one replica on a cluster of three nats-servers (by an older
+version) are given the deployment's three when a service of this version finds them
+(muster/bus/replicas.py): the presence bucket by the provisioners and the planners' and trackers'
+watches, several at once; every other bucket by whoever declares it, and all of them by the auth
+service's start; the log's streams by their declaration. Once moved, the presence bucket takes
+writes with the node that held its one replica stopped (before, every provisioner's lease lapsed
+then: docs/decisions/0054)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.aio.client import Client
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+
+from contracts import subjects
+from muster.bus.bodies import bodies_config
+from muster.bus.cluster import ClusterNode
+from muster.bus.connect import connect
+from muster.bus.replicas import BUCKETS, ensure_replicas, kv_stream, replicate_buckets
+from muster.bus.shards import leases_bucket
+from muster.bus.streams import ensure_streams, events_config
+from services.provisioner.presence import KV_STREAM, presence_bucket, watched_bucket
+
+from .clusters import retried
+
+pytestmark = pytest.mark.nats
+
+
+async def _replicas(nc: Client, stream: str) -> int:
+    return (await nc.jetstream().stream_info(stream)).config.num_replicas or 1
+
+
+async def _leader(nc: Client, stream: str) -> str:
+    info = await nc.jetstream().stream_info(stream)
+    assert info.cluster is not None and info.cluster.leader
+    return info.cluster.leader
+
+
+async def test_a_presence_bucket_made_with_one_replica_gets_three_and_outlives_its_node(
+        nodes: list[ClusterNode], monkeypatch: pytest.MonkeyPatch) -> None:
+    urls = ",".join(n.url for n in nodes)
+    old = await connect(urls, name="older-version")
+    starting = [await connect(urls, name=f"service-{i}") for i in range(4)]
+    try:
+        await retried(lambda: presence_bucket(old.jetstream(), replicas=1))
+        assert await _replicas(old, KV_STREAM) == 1
+        holder = await _leader(old, KV_STREAM)
+        # three provisioners and a planner's watch start at once on the 3-node deployment
+        monkeypatch.setenv("MUSTER_REPLICAS", "3")
+        await asyncio.gather(*(presence_bucket(nc.jetstream(), replicas=3) for nc in starting[:3]),
+                             watched_bucket(starting[3].jetstream()))
+        assert await _replicas(old, KV_STREAM) == 3
+        info = await old.jetstream().stream_info(KV_STREAM)
+        assert info.config.allow_msg_ttl and info.config.subject_delete_marker_ttl == 60  # nothing else changed
+        # the node that held the one replica goes: a provisioner still renews its record
+        node = next(n for n in nodes if n.name == holder)
+        await node.stop()
+        writer = next(nc for nc in starting if nc.connected_url is not None and nc.connected_url.port != node.port)
+        for attempt in range(8):  # (a bounded retry while the two left elect the stream's leader)
+            try:
+                kv = await writer.jetstream().key_value(subjects.PRESENCE_BUCKET)
+                await kv.put("provisioner.p1", b"{}")
+                break
+            except (NoStreamResponseError, ServiceUnavailableError, TimeoutError):
+                if attempt == 7:
+                    raise
+                await asyncio.sleep(0.25 * 2**attempt)
+        assert (await kv.get("provisioner.p1")).value == b"{}"
+    finally:
+        for nc in (old, *starting):
+            await nc.close()
+
+
+async def test_every_bucket_and_stream_made_with_one_replica_gets_three(nodes: list[ClusterNode]) -> None:
+    nc = await connect(",".join(n.url for n in nodes), name="deployment")
+    try:
+        js = nc.jetstream()
+        await retried(lambda: js.add_stream(events_config(1)))
+        await js.add_stream(bodies_config(1))
+        for bucket in BUCKETS:
+            if bucket != "presence":
+                await js.create_key_value(KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, replicas=1))
+        # a planner declares its leases with the deployment's replicas: the bucket there is given them
+        await leases_bucket(js, replicas=3)
+        assert await _replicas(nc, kv_stream("leases")) == 3
+        # the auth service's start: every bucket there (the presence bucket is not: nothing made)
+        moved = await replicate_buckets(js, 3)
+        assert moved == {b: (None if b == "presence" else 3) for b in BUCKETS}
+        for bucket in BUCKETS[1:]:
+            assert await _replicas(nc, kv_stream(bucket)) == 3, bucket
+        assert await ensure_replicas(js, kv_stream("spend"), 1) == 3  # never lowered
+        # the log's streams: their declaration updates them (the auth service's, where others may not)
+        await ensure_streams(js, replicas=3, tasks=False)
+        assert await _replicas(nc, subjects.EVENTS_STREAM) == 3
+        assert await _replicas(nc, "BODIES") == 3
+    finally:
+        await nc.close()

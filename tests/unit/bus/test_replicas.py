@@ -1,0 +1,83 @@
+"""`ensure_replicas` (muster/bus/replicas.py) against a fake JetStream API: it raises a short
+stream's replicas and changes nothing else of its config (a field nats-py does not know
+included), never lowers them, tells a stream that is not there, and reads the stream again when
+its update goes unanswered (another service's landed, or this connection may not update)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from nats.errors import TimeoutError as NatsTimeout
+
+from contracts import nodemaps, subjects
+from muster.bus import budgets, shards, snapshotstore, spend
+from muster.bus.replicas import BUCKETS, ensure_replicas
+
+
+@dataclass
+class Msg:
+    data: bytes
+
+
+@dataclass
+class FakeApi:
+    config: dict[str, Any] | None
+    answer_updates: bool = True
+    others_update: bool = False
+    """an update unanswered is applied anyway (another service's landed)"""
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+    async def request(self, subject: str, payload: bytes, timeout: float) -> Msg:
+        verb = subject.split(".")[3]
+        if self.config is None:
+            return Msg(json.dumps({"error": {"err_code": 10059, "description": "stream not found"}}).encode())
+        if verb == "UPDATE":
+            self.updates.append(json.loads(payload))
+            if not self.answer_updates:
+                if self.others_update:
+                    self.config = json.loads(payload)
+                raise NatsTimeout
+            self.config = json.loads(payload)
+        return Msg(json.dumps({"config": self.config}).encode())
+
+
+@dataclass
+class FakeJs:
+    _nc: FakeApi
+
+
+def _config(replicas: int) -> dict[str, Any]:
+    return {"name": "KV_presence", "num_replicas": replicas, "subject_delete_marker_ttl": 60_000_000_000,
+            "a_field_of_a_newer_server": {"kept": True}}
+
+
+async def test_a_short_stream_is_given_the_replicas_and_nothing_else_changes() -> None:
+    api = FakeApi(_config(1))
+    assert await ensure_replicas(FakeJs(api), "KV_presence", 3) == 3  # type: ignore[arg-type]
+    assert api.updates == [_config(3)]
+
+
+@pytest.mark.parametrize("have", [3, 5])
+async def test_enough_replicas_are_left_as_they_are(have: int) -> None:
+    api = FakeApi(_config(have))
+    assert await ensure_replicas(FakeJs(api), "KV_presence", 3) == have  # type: ignore[arg-type]
+    assert api.updates == []
+
+
+async def test_no_such_stream() -> None:
+    assert await ensure_replicas(FakeJs(FakeApi(None)), "KV_spend", 3) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("others_update", "now"), [(True, 3), (False, 1)])
+async def test_an_unanswered_update_is_judged_by_what_the_stream_has_after(others_update: bool, now: int) -> None:
+    api = FakeApi(_config(1), answer_updates=False, others_update=others_update)
+    assert await ensure_replicas(FakeJs(api), "KV_presence", 3, timeout=0.01) == now  # type: ignore[arg-type]
+
+
+def test_the_list_names_every_bucket_muster_makes() -> None:
+    made = {subjects.PRESENCE_BUCKET, subjects.LOCATIONS_BUCKET, shards.BUCKET, snapshotstore.BUCKET, nodemaps.BUCKET,
+            budgets.BUCKET, spend.BUCKET}
+    assert set(BUCKETS) == made
