@@ -93,7 +93,8 @@ class Leases:
     the writes the stream refused (a take that lost its compare-and-set, a late renewal), and
     one of those seen last named an owner that never held the shard."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: tuple[str, ...] = PLANNERS, count: int = SHARDS) -> None:
+        self.names, self.count = names, count
         self.owners: dict[int, str] = {}
         self.split = asyncio.Event()
 
@@ -119,7 +120,7 @@ class Leases:
             else:
                 self.owners[shard] = json.loads(entry.value)["owner"]
             held = Counter(self.owners.values())
-            if set(held) == set(PLANNERS) and set(held.values()) == {SHARDS // len(PLANNERS)}:  # each its fair share
+            if set(held) == set(self.names) and set(held.values()) == {self.count // len(self.names)}:  # each its fair share
                 self.split.set()
 
 

@@ -2,12 +2,21 @@
 each holding half the shards; a cluster made on one planner's shard fills the tenant's budget
 (examples/policies/tenant_budget.rego), and the other planner refuses a create on its own shard
 that would go over it. Each planner counted only its own shards' clusters before: the tenant got
-the whole budget again on every planner."""
+the whole budget again on every planner.
+
+Strict (decision 44, "Strict"): two `muster planner` processes, two creates each of which fills
+the budget sent at the same moment, one to each: one is admitted, the other refused. Before,
+each was judged before the other was counted anywhere, and both were admitted."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -27,7 +36,7 @@ from muster.bus.streams import ensure_streams
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
-from services.planner.domain import planning
+from services.planner.domain import planning, spend
 from services.planner.entrypoint import start_planner
 from services.provisioner.entrypoint import start_workers
 from services.provisioner.plugins import PluginRegistry
@@ -35,6 +44,7 @@ from services.provisioner.worker import WorkerConfig
 from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
+from .test_shared_limits import Leases
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 SHARDS = 4
@@ -106,3 +116,79 @@ async def test_a_tenant_budget_holds_across_two_planners(two: tuple[MusterClient
     small = _request_on(b, int(other[1:]) + 1)
     within = await client.request(CreateCluster(name="small", template="hadoop-small", nodes=2, request_id=small), tenant="default")
     assert isinstance(within, Accepted), within  # half the first fits the half left
+
+
+PROCESSES = ("planner-1", "planner-2")
+ROUNDS = 4
+"""Tenants, each with a pair of creates sent at once: one pair could miss the moment."""
+
+
+@contextlib.contextmanager
+def planner_processes(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
+                               "--shards", str(SHARDS)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+             for name in PROCESSES]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _one_on_each(owners: dict[int, str], tenant: str) -> list[str]:
+    """A request id of the tenant whose new cluster lands on each planner's shards."""
+    picked: dict[str, str] = {}
+    n = 0
+    while len(picked) < len(PROCESSES):
+        owner = owners[shard_of(planning.created_ids(tenant, f"at-once-{n}")[1], SHARDS)]
+        picked.setdefault(owner, f"at-once-{n}")
+        n += 1
+    return list(picked.values())
+
+
+async def test_two_creates_at_the_same_moment_on_two_planner_processes_are_not_both_admitted_past_the_budget(
+        fresh_nats: str) -> None:
+    async with AsyncExitStack() as stack:
+        conns = {}
+        for name in ("solver", "provisioner", "client"):
+            conns[name] = await connect(fresh_nats, name=name)
+            stack.push_async_callback(conns[name].close)
+        await ensure_streams(conns["solver"].jetstream())
+        await start_solver(conns["solver"], stack, "solver")
+        registry = PluginRegistry.discover()
+        stack.push_async_callback(registry.aclose)
+        await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        store, client = EventStore(conns["client"]), MusterClient(conns["client"])
+        tenants = [f"t{n}" for n in range(ROUNDS)]
+        for tenant in tenants:
+            await apply_catalog(store, tenant, quick_demo_catalog())
+        leases = Leases(PROCESSES, SHARDS)
+        await stack.enter_async_context(leases.follow(conns["client"]))
+        procs = stack.enter_context(planner_processes(fresh_nats))
+        await asyncio.wait_for(leases.split.wait(), 60)
+        asked = await client.request(CreateCluster(name="probe", template="hadoop-small", nodes=4, dry_run=True), tenant=tenants[0])
+        assert isinstance(asked, DryRun) and asked.cost is not None and asked.cost["per_hour"] > 0, asked
+        source = BUDGET.replace("budget := 5", f"budget := {asked.cost['per_hour'] * 1.5}")  # one fits, two do not
+        for tenant in tenants:
+            subject = subjects.governance_events(tenant, "policy", "tenant_budget")
+            await store.append(subject, [Append(GovernancePut(kind="policy", name="tenant_budget",
+                                                              entity={"name": "tenant_budget", "source": source}, version=1, by="ada"),
+                                                msg_id=f"{subject}:1")])
+        for tenant in tenants:
+            replies = await asyncio.gather(*(client.request(CreateCluster(name=rid, template="hadoop-small", nodes=4, request_id=rid),
+                                                            tenant=tenant) for rid in _one_on_each(leases.owners, tenant)))
+            admitted = [r for r in replies if isinstance(r, Accepted)]
+            refused = [r for r in replies if isinstance(r, Rejected)]
+            assert len(admitted) == 1 and len(refused) == 1, (tenant, replies)
+            assert "its budget is" in refused[0].reason and refused[0].code == "forbidden", refused[0]
+        kv = await conns["client"].jetstream().key_value("spend")
+        for tenant in tenants:  # the admitted create counts (or holds) its 4 nodes, the refused one nothing
+            entries = [json.loads((await kv.get(key)).value or b"{}") for key in await kv.keys() if key.startswith(f"{tenant}.")]
+            assert spend.node_count(spend.total(entries)) == 4, (tenant, entries)
+        assert all(p.poll() is None for p in procs), "a planner died"
