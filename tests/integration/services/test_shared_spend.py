@@ -192,3 +192,28 @@ async def test_two_creates_at_the_same_moment_on_two_planner_processes_are_not_b
             entries = [json.loads((await kv.get(key)).value or b"{}") for key in await kv.keys() if key.startswith(f"{tenant}.")]
             assert spend.node_count(spend.total(entries)) == 4, (tenant, entries)
         assert all(p.poll() is None for p in procs), "a planner died"
+
+
+async def test_a_reservation_is_written_only_if_none_of_the_tenant_s_keys_moved(fresh_nats: str) -> None:
+    """The conditional write on a real nats-server: the expected last sequence is checked
+    against the wildcard `$KV.spend.<tenant>.*`, so another shard's write of the same tenant
+    fails it, another tenant's does not."""
+    async with AsyncExitStack() as stack:
+        nc = await connect(fresh_nats, name="spend")
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        board, other = NatsSpend(nc.jetstream()), NatsSpend(nc.jetstream())
+        for b in (board, other):
+            await b.start()
+            stack.push_async_callback(b.stop)
+        one = {"clusters": 1, "nodes": {"sim": {"small": 3}}}
+        assert await board.put_if("acme.0", one, "acme", 0) is None  # a tenant with no key yet: 0
+        seen = board.revision("acme")
+        await other.put("acme.1", one)  # another planner's shard of the same tenant, meanwhile
+        await other.put("zeta.0", one)  # another tenant's: no bearing
+        moved = await board.put_if("acme.0", spend.total([one, one]), "acme", seen)
+        assert moved is not None and moved > seen
+        await board.caught_up("acme", moved, 5)  # the watch brings the other planner's write
+        assert board.known()["acme.1"] == one and board.known()["acme.0"] == one
+        assert await board.put_if("acme.0", spend.total([one, one]), "acme", board.revision("acme")) is None
+        await other.seen("acme.0", lambda v: v.get("clusters") == 2, 5)
