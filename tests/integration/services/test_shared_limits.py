@@ -53,11 +53,13 @@ TENANT_LIMIT = 3
 
 
 @contextlib.contextmanager
-def planners(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+def planners(url: str, names: tuple[str, ...] = PLANNERS, shard_count: int = SHARDS,
+             more: tuple[str, ...] = ("--tenant-limit", str(TENANT_LIMIT))) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`muster planner` processes, stopped (by their pids) on the way out."""
     procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
-                               "--shards", str(SHARDS), "--tenant-limit", str(TENANT_LIMIT)],
+                               "--shards", str(shard_count), *more],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-             for name in PLANNERS]
+             for name in names]
     try:
         yield procs
     finally:

@@ -11,17 +11,14 @@ each was judged before the other was counted anywhere, and both were admitted.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected
@@ -44,7 +41,7 @@ from services.provisioner.worker import WorkerConfig
 from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
-from .test_shared_limits import Leases
+from .test_shared_limits import Leases, planners
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 SHARDS = 4
@@ -58,18 +55,24 @@ async def _until_held(planner: Planner, count: int, timeout: float) -> None:
         await asyncio.wait_for(leases._changed.wait_for(lambda: len(leases.held) == count), timeout)
 
 
+async def _services(stack: AsyncExitStack, url: str, *more: str) -> dict[str, Client]:
+    """A solver and a provisioner on the server, and connections named `client` and `more`."""
+    conns = {}
+    for name in ("solver", "provisioner", "client", *more):
+        conns[name] = await connect(url, name=name)
+        stack.push_async_callback(conns[name].close)
+    await ensure_streams(conns["solver"].jetstream())
+    await start_solver(conns["solver"], stack, "solver")
+    registry = PluginRegistry.discover()
+    stack.push_async_callback(registry.aclose)
+    await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+    return conns
+
+
 @pytest_asyncio.fixture
 async def two(fresh_nats: str) -> AsyncIterator[tuple[MusterClient, EventStore, dict[str, Planner]]]:
     async with AsyncExitStack() as stack:
-        conns = {}
-        for name in ("solver", "provisioner", "client", "planner-a", "planner-b"):
-            conns[name] = await connect(fresh_nats, name=name)
-            stack.push_async_callback(conns[name].close)
-        await ensure_streams(conns["solver"].jetstream())
-        await start_solver(conns["solver"], stack, "solver")
-        registry = PluginRegistry.discover()
-        stack.push_async_callback(registry.aclose)
-        await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        conns = await _services(stack, fresh_nats, "planner-a", "planner-b")
         store = EventStore(conns["client"])
         await apply_catalog(store, "default", quick_demo_catalog())
         planners = {}
@@ -123,24 +126,6 @@ ROUNDS = 4
 """Tenants, each with a pair of creates sent at once: one pair could miss the moment."""
 
 
-@contextlib.contextmanager
-def planner_processes(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
-                               "--shards", str(SHARDS)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-             for name in PROCESSES]
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
 def _one_on_each(owners: dict[int, str], tenant: str) -> list[str]:
     """A request id of the tenant whose new cluster lands on each planner's shards."""
     picked: dict[str, str] = {}
@@ -155,22 +140,14 @@ def _one_on_each(owners: dict[int, str], tenant: str) -> list[str]:
 async def test_two_creates_at_the_same_moment_on_two_planner_processes_are_not_both_admitted_past_the_budget(
         fresh_nats: str) -> None:
     async with AsyncExitStack() as stack:
-        conns = {}
-        for name in ("solver", "provisioner", "client"):
-            conns[name] = await connect(fresh_nats, name=name)
-            stack.push_async_callback(conns[name].close)
-        await ensure_streams(conns["solver"].jetstream())
-        await start_solver(conns["solver"], stack, "solver")
-        registry = PluginRegistry.discover()
-        stack.push_async_callback(registry.aclose)
-        await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        conns = await _services(stack, fresh_nats)
         store, client = EventStore(conns["client"]), MusterClient(conns["client"])
         tenants = [f"t{n}" for n in range(ROUNDS)]
         for tenant in tenants:
             await apply_catalog(store, tenant, quick_demo_catalog())
         leases = Leases(PROCESSES, SHARDS)
         await stack.enter_async_context(leases.follow(conns["client"]))
-        procs = stack.enter_context(planner_processes(fresh_nats))
+        procs = stack.enter_context(planners(fresh_nats, PROCESSES, SHARDS, more=()))
         await asyncio.wait_for(leases.split.wait(), 60)
         asked = await client.request(CreateCluster(name="probe", template="hadoop-small", nodes=4, dry_run=True), tenant=tenants[0])
         assert isinstance(asked, DryRun) and asked.cost is not None and asked.cost["per_hour"] > 0, asked
