@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -346,7 +346,13 @@ class MemorySpend:
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, Any]] = {}
+        self.revisions: dict[str, int] = {}
         self.fail: BaseException | None = None
+        self.writes = 0
+        self.conditional = 0
+        """Reservations asked for (`put_if`)."""
+        self.before_put_if: Callable[[], Awaitable[None]] | None = None
+        """Run inside `put_if` before its check (tests: another planner's write in that moment)."""
 
     def known(self) -> dict[str, dict[str, Any]]:
         return self.values
@@ -354,4 +360,22 @@ class MemorySpend:
     async def put(self, name: str, spend: Mapping[str, Any]) -> None:
         if self.fail is not None:
             raise self.fail
-        self.values[name] = dict(spend)
+        self.writes += 1
+        self.values[name], self.revisions[name] = dict(spend), self.writes
+
+    def revision(self, tenant: str) -> int:
+        return max((r for k, r in self.revisions.items() if k.rpartition(".")[0] == tenant), default=0)
+
+    async def put_if(self, name: str, spend: Mapping[str, Any], tenant: str, last: int) -> int | None:
+        if self.before_put_if is not None:
+            await self.before_put_if()
+        self.conditional += 1
+        if self.fail is not None:
+            raise self.fail
+        if self.revision(tenant) != last:
+            return self.revision(tenant)
+        await self.put(name, spend)
+        return None
+
+    async def caught_up(self, tenant: str, last: int, timeout: float) -> None:
+        return None  # (every write is seen at once)

@@ -76,9 +76,9 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit,
                     shard_of=shards.shard_of if budgets is not None else None)
     budget = SharedBudget(limits, budgets, shards.holds) if budgets is not None else None
-    shared = SharedSpend(state.clusters, spend, shards) if spend is not None else None
+    shared = SharedSpend(state.clusters, spend, shards, state.jobs) if spend is not None else None
     if shared is not None:
-        state.cluster_saved = shared.saved
+        state.cluster_saved, state.job_saved = shared.saved, shared.job_saved
     broker = PoolBroker(log, pools, catalogs=state, jobs=state) if pools is not None else None
     # Concurrency limits last: they count only what the other policies let through.
     policy = Chain(*(p for p in (broker, dispatch) if p is not None), limits)

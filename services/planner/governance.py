@@ -31,6 +31,7 @@ from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
 from services.governance.domain.inputs import document
 from services.governance.domain.policies import Finding, PolicySource, Verdict
+from services.governance.domain.references import reads_tenant_totals
 from services.governance.sandbox import PolicySandbox
 
 from .domain import spend
@@ -53,6 +54,11 @@ class Rules:
     def active(self) -> bool:
         return bool(self.rules or self.policies)
 
+    @property
+    def spends(self) -> bool:
+        """A policy reads the tenant's totals: its admissions reserve what they add (decision 44)."""
+        return any(reads_tenant_totals(p.source) for p in self.policies)
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -61,6 +67,8 @@ class Judgement:
     cost: PlanCost
     input: dict[str, Any]
     """The document the policies were evaluated on (a dry run shows it: `muster policy test --input`)."""
+    seen: int = 0
+    """The revision of the tenant's shared spend its totals were read at (a reservation's check)."""
 
 
 def _messages(findings: tuple[Finding, ...]) -> list[PolicyMessage]:
@@ -115,20 +123,27 @@ class Governance:
         # is (its create waited), and counted it would be a cluster more than the tenant has.
         # The clusters of the shards this planner holds, and what the other planners wrote of theirs:
         # a tenant's totals, not this planner's (decision 44).
-        others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id
-                  and (self.shared is None or self.shared.holds(c))]
-        elsewhere = self.shared.elsewhere(facts.tenant) if self.shared is not None else spend.NONE
+        # Shared (several planners): the shards this planner holds, each cluster at least what its
+        # open job makes of it (a job admitted holds its room), and the other shards' entries.
+        seen = self.shared.board.revision(facts.tenant) if self.shared is not None else 0
+        if self.shared is not None:
+            mine = self.shared.local(facts.tenant, besides=str(after.id))
+            around = spend.total([mine, self.shared.elsewhere(facts.tenant)])
+            clusters, nodes, spent = around["clusters"], spend.node_count(around), spend.per_hour(around, hardware)
+        else:
+            others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id]
+            clusters, nodes = len(others), sum(len(c.nodes) for c in others)
+            spent = sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
                        before=previous, after=remaining, actions=actions, cost=cost,
-                       tenant_clusters=len(others) + (before is not None and before.status != "deleted") + elsewhere["clusters"],
-                       tenant_nodes=sum(len(c.nodes) for c in others) + len(previous) + spend.node_count(elsewhere),
+                       tenant_clusters=clusters + (before is not None and before.status != "deleted"),
+                       tenant_nodes=nodes + len(previous),
                        # at today's prices, as this request's cost: what a budget policy adds it to
-                       tenant_per_hour=sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
-                       + cost.before_per_hour + spend.per_hour(elsewhere, hardware))
+                       tenant_per_hour=spent + cost.before_per_hour)
         verdict = await self.sandbox.evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
-        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)
+        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc, seen)
 
     async def deny(self, facts: Facts, by: str, cluster_id: str, judgement: Judgement) -> None:
         """Record the refusal (there is no job), then refuse with the policies' messages."""

@@ -86,6 +86,19 @@ class SpendBoard(Protocol):
         """Written by the shard's owner only: no other planner writes that key."""
         ...
 
+    def revision(self, tenant: str) -> int:
+        """The last revision of any of the tenant's keys, as last seen (0: none)."""
+        ...
+
+    async def put_if(self, name: str, spend: Mapping[str, Any], tenant: str, last: int) -> int | None:
+        """Written only if no key of the tenant changed since revision `last` (a reservation,
+        decision 44): None once written, else the revision the bucket is at for the tenant."""
+        ...
+
+    async def caught_up(self, tenant: str, last: int, timeout: float) -> None:
+        """Wait until the tenant's keys are seen up to revision `last` (TimeoutError past it)."""
+        ...
+
 
 class AdmissionCheck(Protocol):
     def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:

@@ -8,9 +8,17 @@ that shard's clusters are (`domain/spend.py`: clusters, nodes by provider and ha
 whenever a save changed a cluster's layout or deleted it; admission adds the other shards'
 entries (watched, read without a round trip) to what it holds itself.
 
-A key is written by its shard's owner only (a plain put, no compare-and-set: nobody else writes
-it). A shard gained is written again from the log's view (its last owner may have died between
-a save and its write). A write that fails is tried again, backing off 0.25 s to 5 s.
+A key is written by its shard's owner only (nobody else writes it). A shard gained is written
+again from the log's view (its last owner may have died between a save and its write). A write
+that fails is tried again, backing off 0.25 s to 5 s.
+
+Strict (decision 44, "Strict"): a cluster whose job is admitted and not ended counts at least
+what the job makes of it (`spend.at_least`: the job's nodes), so a job holds its room from its
+admission to its end, in its shard's own entry. A governed admission of a tenant whose policies
+read its totals writes that entry first (`reserve`), only if none of the tenant's keys changed
+since its judgement read them; otherwise it is judged again. The hold is derived state: from
+the jobs in memory, rebuilt from the log with the shard (an admission whose job never reached
+the log holds nothing once its key is written again).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import structlog
 
 from .domain import spend
 from .domain.cluster import Cluster
+from .domain.job import Job
 from .ports import Shards, SpendBoard
 
 log = structlog.get_logger("muster.planner")
@@ -30,12 +39,20 @@ RETRY_S = (0.25, 5.0)
 
 
 class SharedSpend:
-    def __init__(self, clusters: Mapping[str, Cluster], board: SpendBoard, shards: Shards) -> None:
+    def __init__(self, clusters: Mapping[str, Cluster], board: SpendBoard, shards: Shards,
+                 jobs: Mapping[str, Job] | None = None) -> None:
         self.clusters, self.board, self.shards = clusters, board, shards
+        self.jobs: Mapping[str, Job] = jobs if jobs is not None else {}
+        self._pending: dict[str, tuple[str, str, list[str]]] = {}
+        """cluster id -> (tenant, provider, the hardware type of each node) of an admission
+        not recorded yet (`reserve` to `release`): counted as its job will be."""
         self._taken: dict[str, tuple[int, bool]] = {}
         """cluster id -> (layout epoch, deleted) last counted: a save that changed neither
         (a task's results, a lease) writes nothing."""
         self._dirty: set[str] = set()
+        self.writing = asyncio.Lock()
+        """Held by a judgement that may reserve (`Requests._judged`) and by each background write:
+        this planner's own write in the meantime would make the reservation judge again."""
         self._task: asyncio.Task[None] | None = None
 
     def holds(self, cluster: Cluster) -> bool:
@@ -56,6 +73,38 @@ class SharedSpend:
         self._taken[str(cluster.id)] = mark
         self._mark(spend.key(cluster.tenant, self.shards.shard_of(str(cluster.id))))
 
+    def job_saved(self, job: Job) -> None:
+        """A job's save reached the log: once it ended, what it held goes (its entry written
+        again when that changes it; `_flush` skips a value already there)."""
+        if job.is_final and job.nodes and self.shards.holds(self.shards.shard_of(job.cluster_id)):
+            self._mark(spend.key(job.tenant, self.shards.shard_of(job.cluster_id)))
+
+    def local(self, tenant: str, besides: str) -> spend.Spend:
+        """The tenant's spend on the shards this planner holds, holds included, without the
+        cluster `besides` (the one being judged)."""
+        return spend.total(self._cluster(c) for c in list(self.clusters.values())
+                           if c.tenant == tenant and c.status != "deleted" and str(c.id) != besides and self.holds(c))
+
+    async def reserve(self, tenant: str, cluster_id: str, provider: str, hardware: list[str], seen: int) -> int | None:
+        """Hold what an admitted job makes of its cluster, in its shard's entry, written only if
+        none of the tenant's keys changed since revision `seen` (its judgement's). None: held
+        (or nothing to hold: the job adds nothing); else the revision to judge again past.
+        `release` after it, whatever happened."""
+        name = spend.key(tenant, self.shards.shard_of(cluster_id))
+        self._pending.pop(cluster_id, None)  # (judged again: held anew)
+        before = self.of(tenant, self.shards.shard_of(cluster_id))
+        self._pending[cluster_id] = (tenant, provider, hardware)
+        value = self.of(tenant, self.shards.shard_of(cluster_id))
+        if value == before:
+            return None
+        return await self.board.put_if(name, value, tenant, seen)
+
+    def release(self, cluster_id: str) -> None:
+        """The admission is over: its job, if recorded, holds from the jobs in memory now."""
+        found = self._pending.pop(cluster_id, None)
+        if found is not None:
+            self._mark(spend.key(found[0], self.shards.shard_of(cluster_id)))
+
     def resync(self) -> None:
         """Shards were gained: every entry of theirs written again from the clusters rebuilt."""
         for cluster in list(self.clusters.values()):
@@ -73,8 +122,22 @@ class SharedSpend:
             del self._taken[cluster_id]
 
     def of(self, tenant: str, shard: int) -> spend.Spend:
-        return spend.of_clusters((c.provider, [n.hardwaretype for n in c.nodes.values()]) for c in list(self.clusters.values())
-                                 if c.tenant == tenant and c.status != "deleted" and self.shards.shard_of(str(c.id)) == shard)
+        """The shard's entry: its clusters, each at least what its open job makes of it."""
+        counted = [self._cluster(c) for c in list(self.clusters.values())
+                   if c.tenant == tenant and c.status != "deleted" and self.shards.shard_of(str(c.id)) == shard]
+        new = [spend.of_clusters([(provider, hardware)]) for cid, (owner, provider, hardware) in self._pending.items()
+               if owner == tenant and cid not in self.clusters and self.shards.shard_of(cid) == shard]
+        return spend.total([*counted, *new])
+
+    def _cluster(self, c: Cluster) -> spend.Spend:
+        counted = spend.of_clusters([(c.provider, [n.hardwaretype for n in c.nodes.values()])])
+        pending = self._pending.get(str(c.id))
+        job = self.jobs.get(c.job_id) if c.job_id else None
+        if pending is not None:
+            return spend.at_least(counted, spend.of_clusters([(pending[1], pending[2])]))
+        if job is not None and not job.is_final and job.nodes:
+            return spend.at_least(counted, spend.of_clusters([(c.provider, [n.hardwaretype for n in job.nodes])]))
+        return counted
 
     def _mark(self, name: str) -> None:
         self._dirty.add(name)
@@ -88,11 +151,12 @@ class SharedSpend:
             parsed = spend.parse_key(name)
             if parsed is None or not self.shards.holds(parsed[1]):
                 continue  # (the shard went meanwhile: its new owner writes it)
-            value = self.of(*parsed)
-            if self.board.known().get(name) == value:
-                continue
             try:
-                await self.board.put(name, value)
+                async with self.writing:
+                    value = self.of(*parsed)
+                    if self.board.known().get(name) == value:
+                        continue
+                    await self.board.put(name, value)
             except Exception as err:  # noqa: BLE001 - the bus away: the entry is written once it is back
                 log.warning("a tenant's spend not shared yet; trying again", spend=name, error=str(err) or type(err).__name__,
                             retry_in_s=delay)

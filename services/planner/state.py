@@ -76,6 +76,8 @@ class PlannerState:
         """`job:<id>` and `cluster:<id>` of copies that may hold events the log has not (`fresh`)."""
         self.cluster_saved: Callable[[Cluster], None] | None = None
         """Told of each cluster whose save reached the log (the tenants' spend: `spend.SharedSpend`)."""
+        self.job_saved: Callable[[Job], None] | None = None
+        """Told of each job whose save reached the log (a job that ended holds no spend)."""
 
     async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
         """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
@@ -310,6 +312,8 @@ class PlannerState:
             raise
         if self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
+        if self.job_saved is not None:
+            self.job_saved(job)
 
     async def _take_the_logs_view(self, reload: Callable[[], Awaitable[None]], *keys: str) -> None:
         """After a failed save, whose events may or may not be in the log. When the log cannot
@@ -351,6 +355,8 @@ class PlannerState:
             await self._take_the_logs_view(lambda: self.reload(job.tenant, str(job.id), job.cluster_id),
                                            f"job:{job.id}", f"cluster:{job.cluster_id}")
             raise
+        if self.job_saved is not None:
+            self.job_saved(job)
 
     async def _save_in_parts(self, job: Job, stored: Callable[[Sequence[Append]], None]) -> None:
         # Each part encoded just before it is sent: the first part does not wait for the

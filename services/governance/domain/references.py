@@ -124,3 +124,21 @@ def absent_inputs(source: str, document: dict[str, Any]) -> list[str]:
                 said.append(problem)
             break
     return said
+
+
+_WHOLE = re.compile(r'(?<![\w.])input(?!\s*(?:\.|\[\s*"))(?!\w)')
+
+
+def reads_tenant_totals(source: str) -> bool:
+    """Whether the policy may read the tenant's totals (`input.tenant.clusters|nodes|per_hour`):
+    the policies whose verdict another planner's admission can change, so their tenant's
+    admissions reserve what they add (docs/decisions/0044-a-tenant-s-spend-is-shared-by-shard.md).
+    `input` read whole (`input[k]`, `x := input`) is taken as reading them."""
+    code = _code(source)
+    if _WHOLE.search(code):
+        return True
+    for found in _PATH.finditer(code):
+        steps = [m.group(1) or m.group(2) for m in _STEP.finditer(found.group(1))]
+        if steps[0] == "tenant" and (len(steps) == 1 or steps[1] != "name"):
+            return True
+    return False

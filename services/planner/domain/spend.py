@@ -57,6 +57,21 @@ def total(spends: Iterable[Mapping[str, Any]]) -> Spend:
     return {"clusters": count, "nodes": {p: dict(sorted(c.items())) for p, c in sorted(nodes.items()) if c}}
 
 
+def at_least(counted: Mapping[str, Any], held: Mapping[str, Any]) -> Spend:
+    """A cluster's spend while a job on it is admitted and not ended: the larger of what it
+    counts and what the job makes of it, each count on its own (decision 44, "Strict"). A
+    reservation never lowers a count (a shrink holds nothing), and once the cluster counts its
+    new nodes the reservation adds nothing more: too much for a moment, never too little."""
+    nodes: dict[str, dict[str, int]] = {}
+    for source in (counted, held):
+        for provider, hardware in source.get("nodes", {}).items():
+            mine = nodes.setdefault(str(provider), {})
+            for name, n in hardware.items():
+                mine[str(name)] = max(mine.get(str(name), 0), int(n))
+    return {"clusters": max(int(counted.get("clusters", 0)), int(held.get("clusters", 0))),
+            "nodes": {p: dict(sorted(c.items())) for p, c in sorted(nodes.items()) if c}}
+
+
 def node_count(spend: Mapping[str, Any]) -> int:
     return sum(n for hardware in spend.get("nodes", {}).values() for n in hardware.values())
 

@@ -53,11 +53,13 @@ TENANT_LIMIT = 3
 
 
 @contextlib.contextmanager
-def planners(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+def planners(url: str, names: tuple[str, ...] = PLANNERS, shard_count: int = SHARDS,
+             more: tuple[str, ...] = ("--tenant-limit", str(TENANT_LIMIT))) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`muster planner` processes, stopped (by their pids) on the way out."""
     procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
-                               "--shards", str(SHARDS), "--tenant-limit", str(TENANT_LIMIT)],
+                               "--shards", str(shard_count), *more],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-             for name in PLANNERS]
+             for name in names]
     try:
         yield procs
     finally:
@@ -93,7 +95,8 @@ class Leases:
     the writes the stream refused (a take that lost its compare-and-set, a late renewal), and
     one of those seen last named an owner that never held the shard."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: tuple[str, ...] = PLANNERS, count: int = SHARDS) -> None:
+        self.names, self.count = names, count
         self.owners: dict[int, str] = {}
         self.split = asyncio.Event()
 
@@ -119,7 +122,7 @@ class Leases:
             else:
                 self.owners[shard] = json.loads(entry.value)["owner"]
             held = Counter(self.owners.values())
-            if set(held) == set(PLANNERS) and set(held.values()) == {SHARDS // len(PLANNERS)}:  # each its fair share
+            if set(held) == set(self.names) and set(held.values()) == {self.count // len(self.names)}:  # each its fair share
                 self.split.set()
 
 

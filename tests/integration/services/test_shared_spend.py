@@ -2,17 +2,23 @@
 each holding half the shards; a cluster made on one planner's shard fills the tenant's budget
 (examples/policies/tenant_budget.rego), and the other planner refuses a create on its own shard
 that would go over it. Each planner counted only its own shards' clusters before: the tenant got
-the whole budget again on every planner."""
+the whole budget again on every planner.
+
+Strict (decision 44, "Strict"): two `muster planner` processes, two creates each of which fills
+the budget sent at the same moment, one to each: one is admitted, the other refused. Before,
+each was judged before the other was counted anywhere, and both were admitted."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected
@@ -27,7 +33,7 @@ from muster.bus.streams import ensure_streams
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
-from services.planner.domain import planning
+from services.planner.domain import planning, spend
 from services.planner.entrypoint import start_planner
 from services.provisioner.entrypoint import start_workers
 from services.provisioner.plugins import PluginRegistry
@@ -35,6 +41,7 @@ from services.provisioner.worker import WorkerConfig
 from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
+from .test_shared_limits import Leases, planners
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 SHARDS = 4
@@ -48,18 +55,24 @@ async def _until_held(planner: Planner, count: int, timeout: float) -> None:
         await asyncio.wait_for(leases._changed.wait_for(lambda: len(leases.held) == count), timeout)
 
 
+async def _services(stack: AsyncExitStack, url: str, *more: str) -> dict[str, Client]:
+    """A solver and a provisioner on the server, and connections named `client` and `more`."""
+    conns = {}
+    for name in ("solver", "provisioner", "client", *more):
+        conns[name] = await connect(url, name=name)
+        stack.push_async_callback(conns[name].close)
+    await ensure_streams(conns["solver"].jetstream())
+    await start_solver(conns["solver"], stack, "solver")
+    registry = PluginRegistry.discover()
+    stack.push_async_callback(registry.aclose)
+    await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+    return conns
+
+
 @pytest_asyncio.fixture
 async def two(fresh_nats: str) -> AsyncIterator[tuple[MusterClient, EventStore, dict[str, Planner]]]:
     async with AsyncExitStack() as stack:
-        conns = {}
-        for name in ("solver", "provisioner", "client", "planner-a", "planner-b"):
-            conns[name] = await connect(fresh_nats, name=name)
-            stack.push_async_callback(conns[name].close)
-        await ensure_streams(conns["solver"].jetstream())
-        await start_solver(conns["solver"], stack, "solver")
-        registry = PluginRegistry.discover()
-        stack.push_async_callback(registry.aclose)
-        await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        conns = await _services(stack, fresh_nats, "planner-a", "planner-b")
         store = EventStore(conns["client"])
         await apply_catalog(store, "default", quick_demo_catalog())
         planners = {}
@@ -106,3 +119,78 @@ async def test_a_tenant_budget_holds_across_two_planners(two: tuple[MusterClient
     small = _request_on(b, int(other[1:]) + 1)
     within = await client.request(CreateCluster(name="small", template="hadoop-small", nodes=2, request_id=small), tenant="default")
     assert isinstance(within, Accepted), within  # half the first fits the half left
+
+
+PROCESSES = ("planner-1", "planner-2")
+ROUNDS = 4
+"""Tenants, each with a pair of creates sent at once: one pair could miss the moment."""
+
+
+def _one_on_each(owners: dict[int, str], tenant: str) -> list[str]:
+    """A request id of the tenant whose new cluster lands on each planner's shards."""
+    picked: dict[str, str] = {}
+    n = 0
+    while len(picked) < len(PROCESSES):
+        owner = owners[shard_of(planning.created_ids(tenant, f"at-once-{n}")[1], SHARDS)]
+        picked.setdefault(owner, f"at-once-{n}")
+        n += 1
+    return list(picked.values())
+
+
+async def test_two_creates_at_the_same_moment_on_two_planner_processes_are_not_both_admitted_past_the_budget(
+        fresh_nats: str) -> None:
+    async with AsyncExitStack() as stack:
+        conns = await _services(stack, fresh_nats)
+        store, client = EventStore(conns["client"]), MusterClient(conns["client"])
+        tenants = [f"t{n}" for n in range(ROUNDS)]
+        for tenant in tenants:
+            await apply_catalog(store, tenant, quick_demo_catalog())
+        leases = Leases(PROCESSES, SHARDS)
+        await stack.enter_async_context(leases.follow(conns["client"]))
+        procs = stack.enter_context(planners(fresh_nats, PROCESSES, SHARDS, more=()))
+        await asyncio.wait_for(leases.split.wait(), 60)
+        asked = await client.request(CreateCluster(name="probe", template="hadoop-small", nodes=4, dry_run=True), tenant=tenants[0])
+        assert isinstance(asked, DryRun) and asked.cost is not None and asked.cost["per_hour"] > 0, asked
+        source = BUDGET.replace("budget := 5", f"budget := {asked.cost['per_hour'] * 1.5}")  # one fits, two do not
+        for tenant in tenants:
+            subject = subjects.governance_events(tenant, "policy", "tenant_budget")
+            await store.append(subject, [Append(GovernancePut(kind="policy", name="tenant_budget",
+                                                              entity={"name": "tenant_budget", "source": source}, version=1, by="ada"),
+                                                msg_id=f"{subject}:1")])
+        for tenant in tenants:
+            replies = await asyncio.gather(*(client.request(CreateCluster(name=rid, template="hadoop-small", nodes=4, request_id=rid),
+                                                            tenant=tenant) for rid in _one_on_each(leases.owners, tenant)))
+            admitted = [r for r in replies if isinstance(r, Accepted)]
+            refused = [r for r in replies if isinstance(r, Rejected)]
+            assert len(admitted) == 1 and len(refused) == 1, (tenant, replies)
+            assert "its budget is" in refused[0].reason and refused[0].code == "forbidden", refused[0]
+        kv = await conns["client"].jetstream().key_value("spend")
+        for tenant in tenants:  # the admitted create counts (or holds) its 4 nodes, the refused one nothing
+            entries = [json.loads((await kv.get(key)).value or b"{}") for key in await kv.keys() if key.startswith(f"{tenant}.")]
+            assert spend.node_count(spend.total(entries)) == 4, (tenant, entries)
+        assert all(p.poll() is None for p in procs), "a planner died"
+
+
+async def test_a_reservation_is_written_only_if_none_of_the_tenant_s_keys_moved(fresh_nats: str) -> None:
+    """The conditional write on a real nats-server: the expected last sequence is checked
+    against the wildcard `$KV.spend.<tenant>.*`, so another shard's write of the same tenant
+    fails it, another tenant's does not."""
+    async with AsyncExitStack() as stack:
+        nc = await connect(fresh_nats, name="spend")
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        board, other = NatsSpend(nc.jetstream()), NatsSpend(nc.jetstream())
+        for b in (board, other):
+            await b.start()
+            stack.push_async_callback(b.stop)
+        one = {"clusters": 1, "nodes": {"sim": {"small": 3}}}
+        assert await board.put_if("acme.0", one, "acme", 0) is None  # a tenant with no key yet: 0
+        seen = board.revision("acme")
+        await other.put("acme.1", one)  # another planner's shard of the same tenant, meanwhile
+        await other.put("zeta.0", one)  # another tenant's: no bearing
+        moved = await board.put_if("acme.0", spend.total([one, one]), "acme", seen)
+        assert moved is not None and moved > seen
+        await board.caught_up("acme", moved, 5)  # the watch brings the other planner's write
+        assert board.known()["acme.1"] == one and board.known()["acme.0"] == one
+        assert await board.put_if("acme.0", spend.total([one, one]), "acme", board.revision("acme")) is None
+        await other.seen("acme.0", lambda v: v.get("clusters") == 2, 5)

@@ -5,16 +5,18 @@ thing (two planners on a nats-server): tests/integration/services/test_shared_sp
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from pathlib import Path
 
 from planner_harness import Harness, OwnedWhere, demo_catalog
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected, RejectJob
 from contracts.governance import GovernancePut
 from muster.ports.eventlog import Append
 from muster.ports.memory import MemoryEventLog, MemorySpend
+from services.governance.domain.references import reads_tenant_totals
 from services.planner.app import PlannerConfig
 from services.planner.domain import planning, spend
 
@@ -135,3 +137,108 @@ def test_what_is_not_a_spend_counts_as_nothing_and_prices_are_todays() -> None:
     small, large = (catalog.hardwaretypes[n].cost("sim") or 0.0 for n in ("small", "large"))
     assert spend.per_hour(total, catalog.hardwaretypes) == round(3 * small + large, 6)
     assert spend.parse_key("acme.3") == ("acme", 3) and spend.parse_key("nonsense") is None
+
+
+# -- strict: admissions at the same moment on two planners (decision 44, "Strict") --------------
+
+
+async def budget_for_one(pair: Pair) -> None:
+    """A budget one 3-node cluster fills and two overfill."""
+    asked = await pair.create(0, dry_run=True)
+    assert isinstance(asked, DryRun) and asked.cost is not None
+    await pair.policy(BUDGET.replace("budget := 5", f"budget := {asked.cost['per_hour'] * 1.5}"))
+
+
+def admitted(replies: list[object]) -> list[Accepted]:
+    return [r for r in replies if isinstance(r, Accepted)]
+
+
+async def test_two_budget_filling_creates_at_once_on_two_planners_only_one_is_admitted() -> None:
+    """Each planner judged its create before the other's was counted anywhere: both were
+    admitted, the tenant at twice its budget."""
+    pair = Pair()
+    await budget_for_one(pair)
+    replies = list(await asyncio.gather(pair.create(0), pair.create(1)))
+    assert len(admitted(replies)) == 1, replies
+    refused = [r for r in replies if isinstance(r, Rejected)]
+    assert len(refused) == 1 and "its budget is" in refused[0].reason and refused[0].code == "forbidden", refused
+    await pair.settle()
+    assert spend.total(pair.board.values.values())["clusters"] == 1
+
+
+async def test_the_planner_whose_reservation_came_second_judges_again_and_is_refused() -> None:
+    """The other planner's admission lands between this one's judgement and its write: the
+    write is refused (the tenant's keys moved), the request judged again on both."""
+    pair = Pair()
+    await budget_for_one(pair)
+    other: list[object] = []
+
+    async def meanwhile() -> None:
+        pair.board.before_put_if = None
+        other.append(await pair.create(1))
+
+    pair.board.before_put_if = meanwhile
+    first = await pair.create(0)
+    assert isinstance(other[0], Accepted), other
+    assert isinstance(first, Rejected) and "its budget is" in first.reason, first
+    denied = [r.event for r in pair.log.records if r.type == "RequestDenied"]
+    assert len(denied) == 1 and denied[0].cluster_id != other[0].cluster_id
+
+
+async def test_a_reserved_job_holds_its_nodes_until_its_cluster_counts_them_and_its_end_releases_them() -> None:
+    """Held from admission: a create waiting for an approver counts its 3 nodes (its cluster
+    has none yet); rejected, it holds nothing."""
+    pair = Pair()
+    await budget_for_one(pair)
+    subject = subjects.governance_events("default", "rule", "big")
+    await pair.log.append(subject, [Append(GovernancePut(kind="rule", name="big", entity={"name": "big", "min_nodes": 2}, version=1,
+                                                         by="ada"), msg_id=f"{subject}:1")])
+    waiting = await pair.create(0)
+    assert isinstance(waiting, Accepted) and any("waits for approval" in w for w in waiting.warnings), waiting
+    await pair.settle()
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 3}}}
+    assert isinstance(await pair.create(1), Rejected)  # the waiting job's room is taken
+    assert isinstance(await pair.planners[0].send(RejectJob(job_id=waiting.job_id), principal="apo"), Accepted)
+    await pair.settle()
+    assert spend.node_count(pair.board.values["default.0"]) == 0
+    assert isinstance(await pair.create(1), Accepted)
+
+
+async def test_a_reservation_whose_job_never_reached_the_log_goes_with_the_shard_s_next_owner() -> None:
+    """The planner was killed between its reservation and the job's save: the entry holds room
+    nothing uses until the shard's next owner writes it from the log."""
+    pair = Pair()
+    await budget_for_one(pair)
+    pair.board.values["default.0"] = {"clusters": 1, "nodes": {"sim": {"small": 3}}}  # (the reservation, no job)
+    assert isinstance(await pair.create(1), Rejected)  # too much for a moment, never too little
+    h = pair.planners[0]
+    await h.restart()
+    assert h.planner.spend is not None
+    await h.planner.spend.settled()
+    assert pair.board.values["default.0"] == spend.NONE
+    assert isinstance(await pair.create(1), Accepted)
+
+
+async def test_only_a_tenant_whose_policies_read_its_totals_pays_the_reservation() -> None:
+    pair = Pair()
+    await pair.policy("package muster.tenant_budget\nimport rego.v1\n\ndeny contains \"big\" if input.request.nodes > 10\n")
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 0
+    await pair.policy(BUDGET)
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 1
+
+
+def test_a_job_holds_at_least_what_it_makes_of_its_cluster_never_less_than_it_counts() -> None:
+    counted = {"clusters": 1, "nodes": {"sim": {"small": 3}}}
+    assert spend.at_least(counted, {"clusters": 1, "nodes": {"sim": {"small": 5, "large": 1}}}) == {
+        "clusters": 1, "nodes": {"sim": {"large": 1, "small": 5}}}
+    assert spend.at_least(counted, {"clusters": 1, "nodes": {"sim": {"small": 1}}}) == counted  # a shrink holds nothing
+    assert spend.at_least(spend.NONE, counted) == counted
+
+
+def test_which_policies_read_the_tenant_s_totals() -> None:
+    assert reads_tenant_totals(BUDGET)
+    assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["tenant"]["nodes"] > 3\n')
+    assert reads_tenant_totals("package p\nimport rego.v1\nt := input\ndeny if t.tenant.nodes > 3\n")  # read whole
+    assert not reads_tenant_totals('package p\nimport rego.v1\n# input.tenant.nodes\ndeny if input.tenant.name == "x"\n')
