@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
-import aiohttp
 import click
 import nats.errors
 from nats.aio.client import Client
@@ -233,6 +232,8 @@ def refused_token(source: str, reason: str, principal: str | None) -> str:
 async def reason_from_tracker(bus: Bus, url: str) -> str:
     """Why the tracker refuses the token in use, which the bus does not say (nats-server's
     "Authorization Violation" is all it tells a client)."""
+    import aiohttp  # only here: a bus command loads no HTTP client (tests/unit/test_startup.py)
+
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
