@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from contracts import subjects
-from contracts.events import CatalogEntityPut, ClusterLayoutChanged, ClusterRequested, ClusterStatusChanged
+from contracts.events import CatalogEntityPut, ClusterLayoutChanged, ClusterRequested, ClusterStatus, ClusterStatusChanged
 from contracts.layout import NodeSpec
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
@@ -44,7 +44,7 @@ class Served:
         return resp.status, await resp.json() if resp.content_type == "application/json" else await resp.text()
 
 
-async def _cluster(store: EventStore, tenant: str, cid: str, name: str, hardware: list[str], status: str = "active") -> None:
+async def _cluster(store: EventStore, tenant: str, cid: str, name: str, hardware: list[str], status: ClusterStatus = "active") -> None:
     nodes = [NodeSpec(id=f"n{i}", hardwaretype=h, imagetype="debian", services=[]) for i, h in enumerate(hardware)]
     events: list[Any] = [ClusterRequested(tenant=tenant, cluster_id=cid, name=name, template="t", provider="p", job_id=str(uuid.uuid4())),
                          ClusterLayoutChanged(cluster_id=cid, job_id="j", nodes=nodes),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts import subjects
-from contracts.events import CatalogEntityPut, ClusterLayoutChanged, ClusterRequested, ClusterStatusChanged
+from contracts.events import CatalogEntityPut, ClusterLayoutChanged, ClusterRequested, ClusterStatus, ClusterStatusChanged
 from contracts.layout import NodeSpec
 from contracts.records import Append
 from muster.ports.memory import MemoryEventLog
@@ -16,7 +16,7 @@ from services.tracker.cost import tenant_cost
 T = "acme"
 
 
-async def cluster(log: MemoryEventLog, cid: str, name: str, hardware: list[str], status: str = "active",
+async def cluster(log: MemoryEventLog, cid: str, name: str, hardware: list[str], status: ClusterStatus = "active",
                   tenant: str = T) -> None:
     nodes = [NodeSpec(id=f"{cid}-n{i}", hardwaretype=h, imagetype="debian", services=[]) for i, h in enumerate(hardware)]
     events: list[Any] = [ClusterRequested(tenant=tenant, cluster_id=cid, name=name, template="t", provider="sim", job_id="j"),
