@@ -144,7 +144,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
     catalog = Catalog.model_validate(read.get("catalog") or {})
     live = [c for c in every if c.status != "deleted"]
     report = spend(((c.name, c.id, c.provider, [n.hardwaretype for n in c.nodes]) for c in live), catalog.hardwaretypes)
-    tenant = bus.asked or (every[0].tenant if every else "")
+    # The tracker's answer names the tenant it read (a super admin's `default` too, clusters or none).
+    tenant = bus.asked or read.get("tenant") or (every[0].tenant if every else "")
     if as_json:
         echo_json({"tenant": tenant, **report, **({"note": read["note"]} if report["unknown"] and read.get("note") else {})})
         return

@@ -20,6 +20,7 @@ from muster.catalog.sensitive import redact
 from muster.catalog.store import read_history, read_state
 from muster.readmodel.clusters import fold_cluster
 from muster.readmodel.locations import cluster_key
+from muster.times import shown_time
 
 from . import auth as auth_
 from .app import Tracker
@@ -139,10 +140,11 @@ async def get_replay(request: web.Request) -> web.Response:
 
 
 async def _since(store: Log, tenant: str, cluster_id: str) -> str:
-    """When a cluster began, for a point asked before it (an error path: its own events read).
-    Its time whole: a point between the second and the event itself is before it too."""
+    """When a cluster began, for a point asked before it (an error path: its own events read): its
+    time as people read times, and its seq, which names the point exactly (a point in that second
+    but before the event is before it too)."""
     first = (await store.read(subjects.cluster_events(tenant, cluster_id)))[:1]
-    return f": its first event is #{first[0].seq}, at {first[0].time.isoformat()}" if first else ""
+    return f": its first event is #{first[0].seq}, at {shown_time(first[0].time)} (a replay at seq {first[0].seq} shows it)" if first else ""
 
 
 async def get_catalog(request: web.Request) -> web.Response:

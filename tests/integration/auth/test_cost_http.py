@@ -125,3 +125,13 @@ async def test_the_cli_the_api_and_the_console_say_the_same_figures(served: Serv
     page = await served.http.get("/ui/clusters", cookies={"muster_session": served.tokens["bob"]})
     text = " ".join(html.unescape(await page.text()).split())
     assert "Together 6.00/h for 4 nodes in 1 live cluster" in text and WEB not in text
+
+
+async def test_a_super_admin_without_clusters_in_default_is_told_which_tenant_has_none(served: Served) -> None:
+    """`muster cluster cost` said just "no clusters" there, without naming the tenant (walk of session 26)."""
+    assert await served.get("/v1/cost", "root") == (200, {"tenant": "default", "clusters": [], "nodes": 0, "per_hour": 0.0,
+                                                          "unknown": [], "note": None})
+    env = {"MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+           "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": ""}
+    ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["cluster", "cost"], catch_exceptions=False)
+    assert (ran.exit_code, ran.output) == (0, "no clusters in tenant 'default': nothing to pay for\n")
