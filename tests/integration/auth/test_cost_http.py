@@ -100,6 +100,8 @@ async def test_another_tenants_token_and_a_reader_of_one_cluster_are_refused(ser
     assert status == 403 and "belongs to tenant b" in body["error"]["message"] and WEB not in json.dumps(body), body
     status, body = await served.get("/v1/cost", "onec")  # the sum of every cluster needs read on every cluster
     assert status == 403 and "onec has no read permission on every cluster of tenant a" in body["error"]["message"], body
+    status, body = await served.get("/v1/cost?tenant=a", "bob")  # not how a tenant is chosen: said so, not ignored
+    assert status == 400 and body["error"]["parameter"] == "tenant" and "chosen with the X-Muster-Tenant header" in body["error"]["message"]
     status, body = await served.get("/v1/cost", None)
     assert status == 401 and "needs a token" in body["error"]["message"]
 
@@ -118,6 +120,8 @@ async def test_the_cli_the_api_and_the_console_say_the_same_figures(served: Serv
     assert ran.exit_code == 0, ran.output
     cli_said = json.loads(ran.output)
     assert {k: v for k, v in cli_said.items() if k != "note"} == {k: v for k, v in api_said.items() if k != "note"}
+    ran = await asyncio.to_thread(CliRunner(env={**env, "COLUMNS": "200"}).invoke, main, ["cluster", "cost"], catch_exceptions=False)
+    assert "total: 0.10/h for 3 nodes in 1 cluster; no price for gpu (counted as 0)\n" in ran.output, ran.output
     page = await served.http.get("/ui/clusters", cookies={"muster_session": served.tokens["alice"]})
     text = " ".join(html.unescape(await page.text()).split())
     assert page.status == 200 and "0.10/h</span> <span class=\"dim\">(no price: gpu)</span>" in text, text
