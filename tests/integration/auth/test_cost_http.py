@@ -10,38 +10,29 @@ import html
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest_asyncio
-from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.events import CatalogEntityPut, ClusterLayoutChanged, ClusterRequested, ClusterStatus, ClusterStatusChanged
 from contracts.layout import NodeSpec
-from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.cli import main
 from services.tracker import api
-from services.tracker.http import make_app
 
 from .conftest import Authed
+from .test_http import Served, tracker_served
 
 WEB, GONE, THEIRS = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
 
 
-@dataclass
-class Served:
-    http: TestClient
-    tokens: dict[str, str] = field(repr=False)  # never in test output
-
-    async def get(self, path: str, who: str | None, tenant: str | None = None) -> tuple[int, Any]:
-        headers = {} if who is None else {"Authorization": f"Bearer {self.tokens[who]}"}
-        if tenant is not None:
-            headers[api.TENANT_HEADER] = tenant
-        resp = await self.http.get(path, headers=headers)
-        return resp.status, await resp.json() if resp.content_type == "application/json" else await resp.text()
+async def get(served: Served, path: str, who: str | None, tenant: str | None = None) -> tuple[int, Any]:
+    """The status and the body (JSON, else text) of a GET with `who`'s token."""
+    headers = {"Authorization": f"Bearer {served.tokens[who]}"} if who is not None else {}
+    resp = await served.http.get(path, headers=headers | ({api.TENANT_HEADER: tenant} if tenant is not None else {}))
+    return resp.status, await resp.json() if resp.content_type == "application/json" else await resp.text()
 
 
 async def _cluster(store: EventStore, tenant: str, cid: str, name: str, hardware: list[str], status: ClusterStatus = "active") -> None:
@@ -74,46 +65,42 @@ async def served(authed: Authed) -> AsyncIterator[Served]:
     await _price(store, "b", "small", "1.5")  # another tenant's prices for the same name
     await _cluster(store, "b", THEIRS, "theirs", ["small"] * 4)
     await system.close()
-    nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
-    http = TestClient(TestServer(make_app(EventStore(nc))))
-    await http.start_server()
-    yield Served(http, tokens)
-    await http.close()
-    await nc.close()
+    async with tracker_served(authed, tokens) as served:
+        yield served
 
 
 async def test_each_tenant_sees_what_its_own_clusters_cost_at_its_own_prices(served: Served) -> None:
-    status, mine = await served.get("/v1/cost", "alice")
+    status, mine = await get(served, "/v1/cost", "alice")
     assert status == 200, mine
     assert [(c["name"], c["id"], c["nodes"], c["per_hour"], c["unknown"]) for c in mine["clusters"]] == [("web", WEB, 3, 0.1, ["gpu"])]
     assert mine["clusters"][0]["by_hardware"] == {"gpu": {"nodes": 1, "each": 0.0, "per_hour": 0.0},
                                                   "small": {"nodes": 2, "each": 0.05, "per_hour": 0.1}}
     assert (mine["tenant"], mine["nodes"], mine["per_hour"], mine["unknown"], mine["note"]) == ("a", 3, 0.1, ["gpu"], None)
-    status, theirs = await served.get("/v1/cost", "bob")
+    status, theirs = await get(served, "/v1/cost", "bob")
     assert status == 200 and [(c["name"], c["per_hour"]) for c in theirs["clusters"]] == [("theirs", 6.0)], theirs
     assert WEB not in json.dumps(theirs) and THEIRS not in json.dumps(mine)
-    assert await served.get("/v1/cost", "root", tenant="a") == (200, mine)  # a super admin names the tenant
+    assert await get(served, "/v1/cost", "root", tenant="a") == (200, mine)  # a super admin names the tenant
 
 
 async def test_another_tenants_token_and_a_reader_of_one_cluster_are_refused(served: Served) -> None:
-    status, body = await served.get("/v1/cost", "bob", tenant="a")
+    status, body = await get(served, "/v1/cost", "bob", tenant="a")
     assert status == 403 and "belongs to tenant b" in body["error"]["message"] and WEB not in json.dumps(body), body
-    status, body = await served.get("/v1/cost", "onec")  # the sum of every cluster needs read on every cluster
+    status, body = await get(served, "/v1/cost", "onec")  # the sum of every cluster needs read on every cluster
     assert status == 403 and "onec has no read permission on every cluster of tenant a" in body["error"]["message"], body
-    status, body = await served.get("/v1/cost?tenant=a", "bob")  # not how a tenant is chosen: said so, not ignored
+    status, body = await get(served, "/v1/cost?tenant=a", "bob")  # not how a tenant is chosen: said so, not ignored
     assert status == 400 and body["error"]["parameter"] == "tenant" and "chosen with the X-Muster-Tenant header" in body["error"]["message"]
-    status, body = await served.get("/v1/cost", None)
+    status, body = await get(served, "/v1/cost", None)
     assert status == 401 and "needs a token" in body["error"]["message"]
 
 
 async def test_a_reader_without_the_catalog_is_told_which_grant_shows_the_prices(served: Served) -> None:
-    status, body = await served.get("/v1/cost", "reader")
+    status, body = await get(served, "/v1/cost", "reader")
     assert status == 200 and body["per_hour"] == 0.0 and body["unknown"] == ["gpu", "small"], body
     assert "muster grant reader read --scope 'catalog:*'" in body["note"]
 
 
 async def test_the_cli_the_api_and_the_console_say_the_same_figures(served: Served) -> None:
-    _, api_said = await served.get("/v1/cost", "alice")
+    _, api_said = await get(served, "/v1/cost", "alice")
     env = {"MUSTER_TOKEN": served.tokens["alice"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
            "MUSTER_CREDENTIALS": ""}
     ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["cluster", "cost", "--json"], catch_exceptions=False)
@@ -133,7 +120,7 @@ async def test_the_cli_the_api_and_the_console_say_the_same_figures(served: Serv
 
 async def test_a_super_admin_without_clusters_in_default_is_told_which_tenant_has_none(served: Served) -> None:
     """`muster cluster cost` said just "no clusters" there, without naming the tenant (walk of session 26)."""
-    assert await served.get("/v1/cost", "root") == (200, {"tenant": "default", "clusters": [], "nodes": 0, "per_hour": 0.0,
+    assert await get(served, "/v1/cost", "root") == (200, {"tenant": "default", "clusters": [], "nodes": 0, "per_hour": 0.0,
                                                           "unknown": [], "note": None})
     env = {"MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
            "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": ""}
