@@ -144,7 +144,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
     catalog = Catalog.model_validate(read.get("catalog") or {})
     live = [c for c in every if c.status != "deleted"]
     report = spend(((c.name, c.id, c.provider, [n.hardwaretype for n in c.nodes]) for c in live), catalog.hardwaretypes)
-    tenant = bus.asked or (every[0].tenant if every else "")
+    # The tracker's answer names the tenant it read (a super admin's `default` too, clusters or none).
+    tenant = bus.asked or read.get("tenant") or (every[0].tenant if every else "")
     if as_json:
         echo_json({"tenant": tenant, **report, **({"note": read["note"]} if report["unknown"] and read.get("note") else {})})
         return
@@ -155,7 +156,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
              ", ".join(f"{h} {v['nodes']} × " + ("no price" if h in c["unknown"] else f"{rate(v['each'])}/h")
                        for h, v in c["by_hardware"].items())] for c in report["clusters"]]
     print_rows(f"what the clusters of tenant {tenant!r} cost at today's prices", ["cluster", "nodes", "per hour", "hardware"], rows)
-    out.print(f"total: {rate(report['per_hour'])}/h for {report['nodes']} nodes in {len(live)} clusters"
+    nodes, clusters = report["nodes"], len(live)
+    out.print(f"total: {rate(report['per_hour'])}/h for {nodes} node{'' if nodes == 1 else 's'} in {clusters} cluster{'' if clusters == 1 else 's'}"
               + (f"; no price for {', '.join(report['unknown'])} (counted as 0)" if report["unknown"] else ""))
     if report["unknown"] and read.get("note"):  # the prices it may not read, not prices the catalog lacks
         out.print(read["note"])

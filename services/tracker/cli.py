@@ -181,7 +181,7 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
 
 @click.command("replay")
 @click.option("--cluster", "cluster_ref", required=True, metavar="CLUSTER", help="the cluster to rebuild (its id or name)")
-@click.option("--at", "at", default=None, help="as it was at this time (ISO 8601; UTC if no zone)")
+@click.option("--at", "at", default=None, help="as it was at this time (ISO 8601, UTC if no zone; or as the CLI shows times: '2026-12-01 01:43:39 UTC')")
 @click.option("--seq", "seq", type=click.IntRange(min=0), default=None, help="as it was after this log sequence")
 @bus_options
 @click.option("--json", "as_json", is_flag=True, help="print JSON (sorted keys)")
@@ -198,8 +198,9 @@ async def replay(cluster_ref: str, at: str | None, seq: int | None, bus: Bus, as
 
 
 def parse_time(text: str) -> datetime:
+    """ISO 8601, or a time as the CLI shows them (`2026-12-01 01:43:39 UTC`: copied from its output)."""
     try:
-        when = datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text.removesuffix(" UTC"))
     except ValueError:
         raise CliError(f"time {text!r} is not ISO 8601 (e.g. 2026-05-01T12:00:00Z)", EXIT_INVALID) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)

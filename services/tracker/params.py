@@ -116,8 +116,9 @@ def known_query(request: web.Request, known: tuple[str, ...]) -> None:
     cluster as if it had filtered."""
     unknown = sorted(set(request.query) - set(known))
     if unknown:
+        tenant = f" (the tenant is chosen with the {api.TENANT_HEADER} header)" if "tenant" in unknown else ""
         raise BadParameter(unknown[0], f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
-                                       f"{', '.join(shown(u) for u in unknown)}: this route takes {', '.join(known)}")
+                                       f"{', '.join(shown(u) for u in unknown)}: this route takes {', '.join(known) or 'none'}{tenant}")
 
 
 def page_json(page: Page) -> web.Response:

@@ -20,9 +20,11 @@ from muster.catalog.sensitive import redact
 from muster.catalog.store import read_history, read_state
 from muster.readmodel.clusters import fold_cluster
 from muster.readmodel.locations import cluster_key
+from muster.times import shown_time
 
 from . import auth as auth_
 from .app import Tracker
+from .cost import get_cost, hidden_note, readable
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people_api import CLUSTER_REF, MAX_SEQ
 from .provisioner_view import info_for
@@ -138,10 +140,11 @@ async def get_replay(request: web.Request) -> web.Response:
 
 
 async def _since(store: Log, tenant: str, cluster_id: str) -> str:
-    """When a cluster began, for a point asked before it (an error path: its own events read).
-    Its time whole: a point between the second and the event itself is before it too."""
+    """When a cluster began, for a point asked before it (an error path: its own events read): its
+    time as people read times, and its seq, which names the point exactly (a point in that second
+    but before the event is before it too)."""
     first = (await store.read(subjects.cluster_events(tenant, cluster_id)))[:1]
-    return f": its first event is #{first[0].seq}, at {first[0].time.isoformat()}" if first else ""
+    return f": its first event is #{first[0].seq}, at {shown_time(first[0].time)} (a replay at seq {first[0].seq} shows it)" if first else ""
 
 
 async def get_catalog(request: web.Request) -> web.Response:
@@ -151,18 +154,11 @@ async def get_catalog(request: web.Request) -> web.Response:
     state = await read_state(request.app[TRACKER].store, tenant)
     shown_catalog: Catalog = redact(state.catalog, catalog_plugins())
     may = request[auth_.AUTHZ].may
-    hidden = 0
-    for kind in KINDS:
-        entities = shown_catalog.entities(kind)
-        for name in [n for n in entities if not may("read", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{n}"))]:
-            del entities[name]
-            hidden += 1
+    hidden = readable(shown_catalog, lambda kind, name: bool(may("read", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{name}"))))
     versions = [{"kind": k, "name": n, "version": v} for (k, n), v in sorted(state.versions.items())
                 if n in shown_catalog.entities(k)]
     # An empty catalog read as "none applied yet" where the reader may see none of it: say so (as the CLI and console do).
-    note = (f"{hidden} of the catalog's entities are not shown: they need read on catalog:<kind>/<name> or catalog:* (a tenant "
-            f"admin can give it: muster grant {request[auth_.PRINCIPAL].id} read --scope 'catalog:*'); a cluster is made only "
-            "from a template its creator may read") if hidden else None
+    note = hidden_note(request[auth_.PRINCIPAL].id, hidden)
     return web.json_response({"tenant": tenant, "catalog": shown_catalog.model_dump(mode="json", exclude_defaults=True),
                               "versions": versions, "last_seq": state.last_seq, "complete": not hidden, "hidden": hidden,
                               "note": note})
@@ -218,4 +214,4 @@ async def list_provisioners(request: web.Request) -> web.Response:
 
 
 HANDLERS = {"get_replay": get_replay, "get_catalog": get_catalog, "get_catalog_history": get_catalog_history,
-            "list_provisioners": list_provisioners}
+            "list_provisioners": list_provisioners, "get_cost": get_cost}

@@ -66,7 +66,36 @@ class ProvisionerList(_Out):
     items: list[dict[str, Any]]
 
 
-MODELS: list[type[BaseModel]] = [CatalogView, CatalogHistory, ProvisionerList]
+class HardwareCost(_Out):
+    nodes: int = Field(description="the cluster's nodes of this hardware type")
+    each: float = Field(description="one node's price an hour at the cluster's provider (0: no price, see `unknown`)")
+    per_hour: float
+
+
+class ClusterCost(_Out):
+    name: str
+    id: str
+    provider: str
+    nodes: int
+    per_hour: float = Field(description="the cluster's nodes at today's prices, a hardware type without a price counted as 0")
+    by_hardware: dict[str, HardwareCost]
+    unknown: list[str] = Field(description="its hardware types without a price for its provider (or one the reader may not read)")
+
+
+class CostView(_Out):
+    """What the tenant's live clusters cost an hour at the catalog's prices now: what `muster
+    cluster cost --json` prints and the console's clusters page shows."""
+
+    tenant: str
+    clusters: list[ClusterCost] = Field(description="its clusters not deleted, by name")
+    nodes: int
+    per_hour: float = Field(description="the clusters' sum: not complete while `unknown` names a hardware type")
+    unknown: list[str] = Field(description="every hardware type counted as 0 for want of a price")
+    note: str | None = Field(None, description="with hardware types unknown and catalog entities the reader may not "
+                                               "read: which grant shows them")
+
+
+MODELS: list[type[BaseModel]] = [CatalogView, CatalogHistory, ProvisionerList, CostView]
 
 _RELATIVE = _param("subject", "query", {"type": "string", "pattern": RELATIVE_SUBJECT, "maxLength": 1000},
                    "Events on subjects matching this pattern under `muster.evt.<tenant>.` (`job.*`, `task.<job>.>`; "
@@ -110,6 +139,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/catalog/history", "get_catalog_history",
           "Every version of a catalog entity: when, by whom, which fields changed.", CatalogHistory,
           (TENANT, _NAME, _KIND)),
+    Route("/v1/cost", "get_cost", "What the tenant's clusters cost an hour at the catalog's prices now, each by "
+          "hardware type and together (`muster cluster cost`). Needs `read` on every cluster of the tenant.", CostView,
+          (TENANT,), errors=(400, 503)),
     Route("/v1/provisioners", "list_provisioners", "Live provisioners serving the tenant (or every one, `all`), "
           "from their presence records.", ProvisionerList, (TENANT, _CLASS, _ALL), errors=(400, 503)),
 )

@@ -148,6 +148,9 @@ def test_the_cluster_list_hides_deleted_clusters_unless_asked_as_the_cli_does(mu
     assert page.url.endswith("/ui/clusters?all=1")
     row = page.locator("[data-testid=clusters] tbody tr", has=page.get_by_role("link", name=name, exact=True))
     expect(row).to_contain_text("deleted")
+    # A deleted cluster costs nothing now; the live ones' total is `muster cluster cost`'s.
+    expect(row.get_by_test_id("cluster-cost")).to_have_text("–")
+    expect(page.get_by_test_id("clusters-cost")).to_contain_text(re.compile(r"^Together \d+\.\d+/h for \d+ nodes? in \d+ live clusters?, "))
     page.get_by_test_id("deleted-toggle").click()  # and back
     expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
 

@@ -21,6 +21,7 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
+from ..cost import tenant_cost
 from ..people import cluster_name
 from ..planner_view import recorded_for
 from ..pools import POOLS
@@ -70,8 +71,12 @@ async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     # Deleted clusters only with `?all=1`, as `muster cluster list` shows them only with `--all`.
     show_all = request.query.get("all") in ("1", "true", "yes")
     shown = readable if show_all else [c for c in readable if c.get("status") != "deleted"]
+    # What they cost now: `GET /v1/cost`'s figures, of the clusters this viewer may read.
+    spend = await tenant_cost(tracker_of(request).store, viewer.tenant, lambda cid: viewer.may_cluster("read", cid),
+                              lambda kind, name: viewer.may_catalog("read", kind, name), viewer.name)
     return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"),
-                  show_all=show_all, deleted=sum(c.get("status") == "deleted" for c in readable))
+                  show_all=show_all, deleted=sum(c.get("status") == "deleted" for c in readable),
+                  spend=spend, costs={c["id"]: c for c in spend["clusters"]})
 
 
 @page

@@ -9,6 +9,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import pytest
@@ -73,12 +74,21 @@ async def served(authed: Authed) -> AsyncIterator[Served]:
         tenant="a", cluster_id=OTHER, name="d", template="t", provider="p", job_id=str(uuid.uuid4())), msg_id="http-d")],
         expect_last_seq=0)
     await system.close()
+    async with tracker_served(authed, tokens) as served:
+        yield served
+
+
+@asynccontextmanager
+async def tracker_served(authed: Authed, tokens: dict[str, str]) -> AsyncIterator[Served]:
+    """A tracker on a free port of 127.0.0.1, on the bus as the principal `tracker` of `tokens`."""
     nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
     http = TestClient(TestServer(make_app(EventStore(nc))))
     await http.start_server()
-    yield Served(http, tokens)
-    await http.close()
-    await nc.close()
+    try:
+        yield Served(http, tokens)
+    finally:
+        await http.close()
+        await nc.close()
 
 
 ROUTES = [f"/v1/jobs/{JOB}", f"/v1/jobs/{JOB}/location", f"/v1/jobs/{JOB}/events", f"/v1/clusters/{CLUSTER}",

@@ -19,6 +19,7 @@ from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
 from muster.cli import main
 from muster.readmodel.cost import rate
+from muster.times import shown_time
 from services.tracker import story
 from services.tracker.story import story_at
 
@@ -171,11 +172,15 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     assert (await muster(*args, "--at", at)).output == by_time.output
     before = await muster(*args, "--at", "2000-01-01T00:00:00")
     first = (await tracked.store.read(subjects.cluster_events("default", reply.cluster_id)))[0]
-    said = f"did not exist yet at that point: its first event is #{first.seq}, at {first.time.isoformat()}"
-    assert before.exit_code == 2 and said in before.output, before.output
-    # A point in the second of the first event, before it: the time said is whole, not that second.
+    # Its time as people read times (it said 2026-12-01T01:43:39.614502+00:00), and the seq that shows it.
+    said = (f"did not exist yet at that point: its first event is #{first.seq}, at {shown_time(first.time)} "
+            f"(a replay at seq {first.seq} shows it)")
+    assert before.exit_code == 2 and said in " ".join(before.output.split()), before.output
+    # A point in the second of the first event, before it: before it too, and the seq names the point.
     just_before = await muster(*args, "--at", (first.time - timedelta(microseconds=1)).isoformat())
-    assert just_before.exit_code == 2 and said in just_before.output, just_before.output
+    assert just_before.exit_code == 2 and said in " ".join(just_before.output.split()), just_before.output
+    # A time as the CLI shows it is taken as it is shown (copied from the line above).
+    assert (await muster(*args, "--at", shown_time(first.time + timedelta(seconds=1)))).exit_code == 0
     assert (await muster(*args, "--at", "yesterday")).exit_code == 2
     # A point the log has not reached is refused: answered as of now, it would change later.
     end = (await tracked.store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
