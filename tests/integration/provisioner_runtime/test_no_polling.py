@@ -79,12 +79,17 @@ async def test_an_idle_worker_sends_nothing_but_its_long_pull(tmp_path: Path) ->
         await asyncio.sleep(IDLE_S)  # the time being measured, not a wait for something to happen
         sent = await _sent(http, url, "idle-worker") - before
         assert sent <= MOST_PULLS, f"an idle worker sent {sent} messages in {IDLE_S:.0f} s"
-        # And every one of them was a renewal of its pull. The server counts a message in before
-        # it hands our copy on (a CI run read 2 sent, 1 seen): the copies get 5 s to arrive.
+        # And every one of them was a renewal of its pull. The server's count and our copies are
+        # not in step either way: a message may be counted before its copy reaches us (a CI run read
+        # 2 sent, 1 seen: the copies get 5 s to arrive), and a read's messages are added to the
+        # count after they are delivered, so the pull that opened the window (its copy is what
+        # started it) may be counted inside it (a fresh clone's run read 3 sent, 2 seen, the pulls
+        # 5 s apart). One message of the window's edge is that pull; any other is not a pull.
         async with pulled_more:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(pulled_more.wait_for(lambda: len(pulls) - pulls_before >= sent), 5)
-        assert len(pulls) - pulls_before >= sent, f"{sent} messages sent, {len(pulls) - pulls_before} of them pulls"
+        seen = len(pulls) - pulls_before
+        assert seen >= sent - 1, f"{sent} messages sent, {seen} of them pulls"
         assert workers.in_flight == 0 and not runner.done()
 
 

@@ -8,7 +8,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -179,8 +179,11 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     # A point in the second of the first event, before it: before it too, and the seq names the point.
     just_before = await muster(*args, "--at", (first.time - timedelta(microseconds=1)).isoformat())
     assert just_before.exit_code == 2 and said in " ".join(just_before.output.split()), just_before.output
-    # A time as the CLI shows it is taken as it is shown (copied from the line above).
-    assert (await muster(*args, "--at", shown_time(first.time + timedelta(seconds=1)))).exit_code == 0
+    # A time as the CLI shows it is taken as it is shown (copied from the line above): the second
+    # after the first event's, once the clock has passed it (a point later than now is refused).
+    shown = first.time + timedelta(seconds=1)
+    await asyncio.sleep(max(0.0, (shown - datetime.now(UTC)).total_seconds()))
+    assert (await muster(*args, "--at", shown_time(shown))).exit_code == 0
     assert (await muster(*args, "--at", "yesterday")).exit_code == 2
     # A point the log has not reached is refused: answered as of now, it would change later.
     end = (await tracked.store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
