@@ -42,7 +42,7 @@ from muster.bus.bodymove import move_old_bodies
 from muster.bus.connect import connect, on_reconnect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from muster.bus.wire import flush
+from muster.bus.wire import Refused, flush
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from . import taskqueue
@@ -86,8 +86,11 @@ class AuthService:
             try:
                 await ensure_bootstrap(self, self.bootstrap)
                 return
-            except (NoStreamResponseError, ServiceUnavailableError) as err:
-                if attempt == BOOTSTRAP_RETRIES:
+            except (NoStreamResponseError, ServiceUnavailableError, Refused) as err:
+                # (the one wire's 503: no stream took the subject on this server yet, its interest
+                # still on its way through the routes of a cluster that just made it; a fresh
+                # clone's fault run met it)
+                if attempt == BOOTSTRAP_RETRIES or (isinstance(err, Refused) and err.status != "503"):
                     raise
                 log.info("the log has no leader yet; bootstrapping again", error=str(err) or type(err).__name__)
                 await asyncio.sleep(0.1 * 2**attempt)  # a bounded retry of one write, not a poll

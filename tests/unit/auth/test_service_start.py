@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from nats.js.errors import NoStreamResponseError
 
+from muster.bus.wire import Refused
 from services.auth import service as module
 from services.auth.bootstrap import Bootstrap
 from services.auth.keys import AuthKeys
@@ -32,6 +33,30 @@ async def test_the_bootstrap_is_written_again_while_the_log_has_no_leader(tmp_pa
     service = _service(tmp_path)
     await service._bootstrap()
     assert calls == [service.bootstrap] * 3
+
+
+async def test_a_publish_no_stream_took_yet_is_written_again_and_another_refusal_is_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3-node cluster's fresh stream answered the bootstrap's first append 503 (its subjects'
+    interest not yet on this server) and the auth service exited during `muster up`."""
+    calls: list[Any] = []
+
+    async def no_stream_once(service: AuthService, spec: Bootstrap | None) -> None:
+        calls.append(spec)
+        if len(calls) < 2:
+            raise Refused("muster.evt._auth.tenant.default", "503")
+
+    monkeypatch.setattr(module, "ensure_bootstrap", no_stream_once)
+    monkeypatch.setattr(module, "BOOTSTRAP_RETRIES", 2)
+    await _service(tmp_path)._bootstrap()
+    assert len(calls) == 2
+
+    async def refused(service: AuthService, spec: Bootstrap | None) -> None:
+        raise Refused("muster.evt._auth.tenant.default", "400")
+
+    monkeypatch.setattr(module, "ensure_bootstrap", refused)
+    with pytest.raises(Refused):
+        await _service(tmp_path)._bootstrap()
 
 
 async def test_a_log_that_never_answers_fails_the_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
