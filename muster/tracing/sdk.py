@@ -10,7 +10,7 @@ import os
 import socket
 import threading
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from muster.destinations import printable
@@ -119,18 +119,22 @@ def _endpoint(env: Mapping[str, str], protocol: str) -> str:
     return signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
 
 
+def _otlp(env: Mapping[str, str]) -> Iterator[tuple[str, str, urllib.parse.SplitResult]]:
+    """Each OTLP exporter wanted: its protocol, endpoint, and the endpoint's parts."""
+    if not wanted(env):
+        return
+    for name, protocol in check(env):
+        if name == "otlp":
+            endpoint = _endpoint(env, protocol)
+            yield protocol, endpoint, urllib.parse.urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+
+
 def in_clear(env: Mapping[str, str] = os.environ) -> str | None:
     """A warning when spans would cross the network unencrypted (an `http://` collector, or a
     gRPC one with `OTEL_EXPORTER_OTLP_INSECURE`, on another machine): their attributes name
     tenants and clusters, and the collector's key in OTEL_EXPORTER_OTLP_HEADERS travels with
     them. None when they stay on loopback or go over TLS; TracingError as `check`."""
-    if not wanted(env):
-        return None
-    for name, protocol in check(env):
-        if name != "otlp":
-            continue
-        endpoint = _endpoint(env, protocol)
-        parts = urllib.parse.urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+    for protocol, endpoint, parts in _otlp(env):
         insecure = any(env.get(v, "").strip().lower() == "true"
                        for v in ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"))
         clear = parts.scheme == "http" or (protocol == "grpc" and not parts.scheme and insecure)
@@ -144,13 +148,7 @@ def collector_silent(env: Mapping[str, str] = os.environ, timeout: float = 0.5) 
     """A warning when nothing takes a connection at the OTLP endpoint now (`muster up` says it at
     its start): every span would be dropped, and each command would wait for its own at its exit
     (OTEL_BSP_EXPORT_TIMEOUT). None when one does, or when spans go elsewhere (console, off)."""
-    if not wanted(env):
-        return None
-    for name, protocol in check(env):
-        if name != "otlp":
-            continue
-        endpoint = _endpoint(env, protocol)
-        parts = urllib.parse.urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+    for protocol, endpoint, parts in _otlp(env):
         port = parts.port or (443 if parts.scheme == "https" else 4317 if protocol == "grpc" else 80)
         try:
             socket.create_connection((parts.hostname or "localhost", port), timeout=timeout).close()
