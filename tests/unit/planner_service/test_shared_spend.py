@@ -12,7 +12,7 @@ from pathlib import Path
 from planner_harness import Harness, OwnedWhere, demo_catalog
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected, RejectJob
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected, RejectJob
 from contracts.governance import GovernancePut
 from muster.ports.eventlog import Append
 from muster.ports.memory import MemoryEventLog, MemorySpend
@@ -242,3 +242,32 @@ def test_which_policies_read_the_tenant_s_totals() -> None:
     assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["tenant"]["nodes"] > 3\n')
     assert reads_tenant_totals("package p\nimport rego.v1\nt := input\ndeny if t.tenant.nodes > 3\n")  # read whole
     assert not reads_tenant_totals('package p\nimport rego.v1\n# input.tenant.nodes\ndeny if input.tenant.name == "x"\n')
+
+
+async def rule(pair: Pair, min_nodes: int = 2) -> None:
+    subject = subjects.governance_events("default", "rule", "big")
+    await pair.log.append(subject, [Append(GovernancePut(kind="rule", name="big", entity={"name": "big", "min_nodes": min_nodes},
+                                                         version=1, by="ada"), msg_id=f"{subject}:1")])
+
+
+async def test_a_job_admitted_before_the_tenant_s_first_budget_policy_holds_its_nodes_on_the_other_planners() -> None:
+    """No budget policy at its admission: no reservation, and its hold was never written (an
+    expand waiting for an approver leaves its cluster's layout as it was, and a job's save
+    wrote nothing): the other planner did not count it once a budget policy came."""
+    pair = Pair()
+    small = await pair.create(0, nodes=2)
+    assert isinstance(small, Accepted), small
+    await pair.settle()
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 2}}}
+    await rule(pair)
+    waiting = await pair.planners[0].send(ExpandCluster(cluster_id=small.cluster_id, nodes=5))
+    assert isinstance(waiting, Accepted) and any("waits for approval" in w for w in waiting.warnings), waiting
+    await pair.settle()
+    assert pair.board.conditional == 0
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 5}}}  # held: 2 counted, 5 once done
+    await budget_for_one(pair)  # 4.5 nodes' worth: 2 and 2 more fit, the waiting expand's 5 do not
+    assert isinstance(await pair.create(1, nodes=2), Rejected)
+    assert isinstance(await pair.planners[0].send(RejectJob(job_id=waiting.job_id), principal="apo"), Accepted)
+    await pair.settle()
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 2}}}
+    assert isinstance(await pair.create(1, nodes=2), Accepted)  # its end released it
