@@ -16,6 +16,7 @@ from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, E
 from contracts.governance import GovernancePut
 from muster.ports.eventlog import Append
 from muster.ports.memory import MemoryEventLog, MemorySpend
+from services.governance.domain.policies import Verdict, compile_policy, evaluate
 from services.governance.domain.references import reads_tenant_totals
 from services.planner.app import PlannerConfig
 from services.planner.domain import planning, spend
@@ -242,6 +243,43 @@ def test_which_policies_read_the_tenant_s_totals() -> None:
     assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["tenant"]["nodes"] > 3\n')
     assert reads_tenant_totals("package p\nimport rego.v1\nt := input\ndeny if t.tenant.nodes > 3\n")  # read whole
     assert not reads_tenant_totals('package p\nimport rego.v1\n# input.tenant.nodes\ndeny if input.tenant.name == "x"\n')
+    # a key written with an escape, or as a raw string, is the same key (both were missed)
+    assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["ten\\u0061nt"].nodes > 3\n')
+    assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input[`tenant`].nodes > 3\n')
+    assert not reads_tenant_totals('package p\nimport rego.v1\ndeny if input[`tenant`][`name`] == "x"\n')
+    # bound to a variable, or imported under a name, in the module that reads it
+    assert reads_tenant_totals("package lib\nimport rego.v1\nt := input.tenant\nwarn contains \"never\" if false\n")
+    assert reads_tenant_totals("package p\nimport rego.v1\nimport input.tenant as t\ndeny if t.nodes > 3\n")
+
+
+LIB = 'package lib\nimport rego.v1\n\nt := input.tenant\n\nwarn contains "never" if false\n'
+USES_LIB = 'package muster.uses_lib\nimport rego.v1\nimport data.lib\n\ndeny contains "over" if lib.t.nodes > 3\n'
+
+
+def test_a_policy_reads_nothing_through_another_module_each_is_evaluated_alone() -> None:
+    """Each policy is compiled and evaluated in an interpreter of its own (`compile_policy`):
+    `import data.lib` reads undefined, so whatever a policy's verdict reads of `input` is in its
+    own source, where `reads_tenant_totals` looks (decision 44). If policies are ever compiled
+    together, this fails: the check must then follow imports (or count any reader of
+    `input.tenant` among the tenant's modules, as `Rules.spends` does)."""
+    lib, uses = compile_policy("lib", LIB), compile_policy("uses_lib", USES_LIB)
+    doc = {"tenant": {"name": "default", "clusters": 9, "nodes": 99, "per_hour": 9.0}}
+    assert evaluate([lib, uses], doc) == Verdict()
+    assert not reads_tenant_totals(USES_LIB) and reads_tenant_totals(LIB)
+
+
+async def test_a_tenant_with_any_module_reading_its_totals_reserves_each_governed_admission() -> None:
+    """`Rules.spends` is the tenant's: one of its policies reading `input.tenant` (a library
+    module binding it to a variable) makes every governed admission of the tenant reserve."""
+    pair = Pair()
+    await pair.policy(USES_LIB)
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 0
+    subject = subjects.governance_events("default", "policy", "lib")
+    await pair.log.append(subject, [Append(GovernancePut(kind="policy", name="lib", entity={"name": "lib", "source": LIB}, version=1,
+                                                         by="ada"), msg_id=f"{subject}:1")])
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 1
 
 
 async def rule(pair: Pair, min_nodes: int = 2) -> None:
