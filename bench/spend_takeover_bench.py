@@ -68,11 +68,7 @@ class Watched:
         async for entry in watcher:
             if entry is None:
                 continue
-            shard = int(entry.key.rsplit(".", 1)[1])
-            if entry.operation is not None or not entry.value:
-                self.owners.pop(shard, None)
-            else:
-                self.owners[shard] = json.loads(entry.value)["owner"]
+            self.owners = shards.owners_after(self.owners, entry)
             async with self.changed:
                 self.changed.notify_all()
 
