@@ -5,7 +5,8 @@ A policy's tenant totals (`input.tenant.clusters|nodes|per_hour`: a budget, a no
 were this planner's clusters only: with several planners each let a tenant spend its whole
 budget on its own shards. So each planner writes, for each tenant and each shard it holds, what
 that shard's clusters are (`domain/spend.py`: clusters, nodes by provider and hardware type)
-whenever a save changed a cluster's layout or deleted it; admission adds the other shards'
+whenever a save changed a cluster's layout or deleted it, or changed what an open job holds
+(admitted, ended); admission adds the other shards'
 entries (watched, read without a round trip) to what it holds itself.
 
 A key is written by its shard's owner only (nobody else writes it). A shard gained is written
