@@ -167,9 +167,13 @@ def _size_passed(schedule: Schedule, name: str, has: int) -> str:
     if not isinstance(target, int):
         return ""
     if kind == "ExpandCluster" and target <= has:
-        return (f"it expands cluster {name} to {target} nodes and the cluster has {has}: a tick is refused while the "
+        return (f"it expands cluster {name} to {_nodes(target)} and the cluster has {has}: a tick is refused while the "
                 f"cluster has {target} or more (an expand needs more nodes than the cluster has); give more than {has}")
     if kind == "ShrinkCluster" and target >= has:
-        return (f"it shrinks cluster {name} to {target} nodes and the cluster has {has}: a tick is refused while the "
+        return (f"it shrinks cluster {name} to {_nodes(target)} and the cluster has {has}: a tick is refused while the "
                 f"cluster has {target} or fewer (a shrink needs fewer nodes than the cluster has); give fewer than {has}")
     return ""
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
