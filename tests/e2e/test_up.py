@@ -460,3 +460,29 @@ async def test_a_webhook_secret_and_receiver_added_while_up_runs_are_read_on_mus
         assert code == 0, out
         logs = "".join(p.read_text(errors="replace") for p in (data / "logs").iterdir() if p.is_file())
         assert value not in logs and "notifier reloaded" in logs and "pool reloaded" in logs
+
+
+async def test_muster_ps_lists_each_process_alive_with_its_log_and_counts_a_restart(tmp_path: Path) -> None:
+    """No command listed a deployment's processes (an earlier session's walk): `muster ps` reads
+    what the running `muster up` says of itself and checks each PID on the machine."""
+    data = tmp_path / "data"
+    async with _up(tmp_path) as (proc, _):
+        code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0, said
+        listed = {p["name"]: p for p in json.loads(said)["processes"]}
+        assert set(listed) >= {"muster up", "nats-server", "auth", "solver", "planner", "provisioner", "tracker"}, listed
+        assert listed["muster up"]["pid"] == proc.pid and all(p["state"] == "alive" and p["restarts"] == 0 for p in listed.values())
+        assert all(Path(p["log"]).is_file() for name, p in listed.items() if name != "muster up"), listed
+        assert listed["nats-server"]["log"] == str(data.resolve() / "nats" / "nats-server.log")
+        old = listed["solver"]["pid"]
+        os.kill(old, signal.SIGKILL)
+        assert proc.stdout is not None
+        await asyncio.wait_for(_read_until(proc.stdout, "solver is running again", {}), 60)
+        code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
+        solver = {p["name"]: p for p in json.loads(said)["processes"]}["solver"]
+        assert code == 0 and solver["pid"] != old and (solver["state"], solver["restarts"]) == ("alive", 1), solver
+        code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
+        row = next(line.split() for line in said.splitlines() if line.startswith("solver "))
+        assert code == 0 and row == ["solver", str(solver["pid"]), "alive", "1", str(data.resolve() / "logs" / "solver.log")], said
+    code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
+    assert code != 0 and f"no muster deployment runs in {data}" in said, said
