@@ -486,3 +486,26 @@ async def test_muster_ps_lists_each_process_alive_with_its_log_and_counts_a_rest
         assert code == 0 and row == ["solver", str(solver["pid"]), "alive", "1", str(data.resolve() / "logs" / "solver.log")], said
     code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
     assert code != 0 and f"no muster deployment runs in {data}" in said, said
+
+
+async def test_a_backup_of_a_stopped_deployment_restored_into_another_directory_has_its_clusters(tmp_path: Path) -> None:
+    """docs/runtime.md, "Backing up and restoring": stop, `cp -a` the data directory, start on the
+    copy elsewhere. The copy has the clusters, the credentials that open them, and its services
+    (the provisioner's identity and plugin state among them) run the next job."""
+    data, other = tmp_path / "data", tmp_path / "elsewhere"
+    async with _up(tmp_path) as (proc, seen):
+        async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
+            sent = await client.send("default", CreateCluster(name="kept", template="hadoop-small", nodes=2))
+            assert isinstance(sent, Accepted), sent
+            assert isinstance(await client.wait(sent.job_id, tenant="default", timeout=120), JobSucceeded)
+        code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0 and await asyncio.wait_for(proc.wait(), 30) == 0, said
+    other.mkdir()
+    copied = await asyncio.create_subprocess_exec("cp", "-a", str(data), str(other / "data"))
+    assert await copied.wait() == 0
+    async with _up(other):
+        code, said = await _muster("cluster", "list", "--json", "--data-dir", str(other / "data"), cwd=other)
+        assert code == 0 and [(c["name"], c["status"], c["nodes"]) for c in json.loads(said)] == [("kept", "active", 2)], said
+        code, said = await _muster("cluster", "expand", "kept", "--add", "1", "--wait", "--data-dir", str(other / "data"), cwd=other)
+        assert code == 0 and "succeeded" in said, said
+    assert _nats_servers_under(tmp_path) == []
