@@ -306,6 +306,11 @@ class SizeConstraint(_Model):
     def range_text(self) -> str:
         return f"{self.min} to {self.max}" if self.max is not None else f"at least {self.min}"
 
+    def refusal(self, template: str, nodes: int) -> str:
+        """The one sentence for a size the template does not allow, whichever request asked
+        (create, expand, shrink; planner or solver): the limit and where it comes from."""
+        return f"template {template!r} allows {self.range_text} nodes (its size constraint); {nodes} requested"
+
     def allows_change(self, current: int, nodes: int) -> bool:
         """A cluster of `current` nodes may become one of `nodes`: within the range, or, for a
         cluster already outside it (the template changed after it was made), any step toward the

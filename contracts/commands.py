@@ -28,6 +28,14 @@ from .limits import MAX_CONFIG_BYTES, max_json_bytes
 from .pools import Callback
 
 MAX_CLUSTER_SIZE = 10_000
+MAX_COMMENT_CHARS = 2000
+"""An approval decision's comment at most (it is kept in the log, shown on the job's page)."""
+
+
+def too_many_nodes(nodes: object) -> str:
+    """The one sentence for a size past muster's own bound (whatever the template says): the
+    CLI's, the HTTP API's and the console's."""
+    return f"a cluster has at most {MAX_CLUSTER_SIZE:,} nodes (muster's limit, whatever the template says); {nodes} requested"
 MAX_RELAYOUTS = 5
 RELAYOUT = ("after a task failed past its retries and the job was rolled back, ask the solver for up to this many other "
             "layouts, each excluding the ones tried (default: the template's `administration.relayout`, else 0)")
@@ -276,7 +284,7 @@ class ApproveJob(JobCommand):
 
     type: Literal["ApproveJob"] = "ApproveJob"
     v: Literal[1] = 1
-    comment: str = Field(default="", max_length=2000)
+    comment: str = Field(default="", max_length=MAX_COMMENT_CHARS)
     dry_run: bool = Field(default=False, description=(
         "decide nothing: answer (a `DryRun`) what an approval now would find: the plan that would run, its cost at "
         "the catalog's prices now, and what the tenant's policies say now (decision 42)"))
@@ -287,7 +295,7 @@ class RejectJob(JobCommand):
 
     type: Literal["RejectJob"] = "RejectJob"
     v: Literal[1] = 1
-    comment: str = Field(default="", max_length=2000)
+    comment: str = Field(default="", max_length=MAX_COMMENT_CHARS)
 
 
 AnyCommand = Annotated[

@@ -45,10 +45,34 @@ def problem_text(problem: Any) -> str:
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
+    limited = _limit_text(problem)
+    if limited is not None:
+        return limited
     msg = str(problem["msg"])
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
+
+
+def too_long_text(length: int, limit: int) -> str:
+    """A text past its limit: its length and the limit (the console says it of a form's field too)."""
+    return f"{length:,} characters given; at most {limit:,}"
+
+
+def _limit_text(problem: Any) -> str | None:
+    """A bound passed, in our words: the limit and what was given (pydantic said "String should
+    have at most 2000 characters" of a 2,345-character comment, naming neither its length nor
+    whose limit it is)."""
+    kind, ctx, given = problem.get("type"), problem.get("ctx") or {}, problem.get("input")
+    if kind == "string_too_long" and isinstance(given, str):
+        return too_long_text(len(given), int(ctx.get("max_length", 0)))
+    if kind == "less_than_equal" and isinstance(given, int) and not isinstance(given, bool):
+        from .commands import MAX_CLUSTER_SIZE, too_many_nodes
+
+        loc = problem.get("loc") or ()
+        if loc and loc[-1] == "nodes" and ctx.get("le") == MAX_CLUSTER_SIZE:
+            return too_many_nodes(f"{given:,}")
+    return None
 
 
 def describe_validation_error(err: ValidationError) -> str:

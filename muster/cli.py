@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
+    "ps": ("muster.runtime.ps:ps", "The running muster up's processes: PIDs, alive or not, restarts, logs."),
     "reload": ("muster.runtime.reload:reload", "Have the running muster up's notifiers read their secrets and allow files again."),
     "tls": ("muster.tls.cli:tls", "Certificates: issue them from a local CA; rotate a running deployment's."),
     "pool": ("services.pool.cli:pool", "Resource pools: add-hosts, list, show, configure, resolve, reset, remove-host; serve."),

@@ -147,7 +147,7 @@ class Refusals:
             if self._on_refused is not None:
                 self._on_refused()
 
-    async def guard(self, work: Awaitable[T], who: str) -> T:
+    async def guard(self, work: Awaitable[T], who: str, tenant: str | None = None) -> T:
         task, refused = asyncio.ensure_future(work), asyncio.ensure_future(self._refused.wait())
         try:
             done, _ = await asyncio.wait({task, refused}, return_when=asyncio.FIRST_COMPLETED)
@@ -156,11 +156,17 @@ class Refusals:
         if task in done:
             return task.result()
         task.cancel()
-        raise CliError(self.describe(who), EXIT_DENIED)
+        raise CliError(self.describe(who, tenant), EXIT_DENIED)
 
-    def describe(self, who: str) -> str:
+    def describe(self, who: str, tenant: str | None = None) -> str:
+        """The refusal in words. nats-py lower-cases the server's whole `-ERR` line, subject
+        included: the tenant (and principal) in it are put back as the command had them (a
+        request in tenant `Acme` read "in tenant acme"); the rest of a muster subject is lower
+        case already (its words, ids, principal ids)."""
         found = re.search(r'for (publish|subscription) to "([^"]+)"', self.seen[-1])
         what, subject = (found.group(1), found.group(2)) if found else ("publish", "?")
+        originals = {n.lower(): n for n in (who, tenant) if n}
+        subject = ".".join(originals.get(part, part) for part in subject.split("."))
         request = re.fullmatch(rf"(?:{re.escape(subjects.OPS)}|{re.escape(subjects.GOV)})\.([^.]+)\.([^.]+)\.([^.]+)", subject)
         if request is not None:
             tenant, name, verb = request.groups()
@@ -298,7 +304,7 @@ class CliClient(MusterClient):
         return self
 
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
-        return await self.refusals.guard(super().send(tenant, command, timeout), principal_of(self.nc))
+        return await self.refusals.guard(super().send(tenant, command, timeout), principal_of(self.nc), tenant)
 
 
 async def resolved(bus: Bus, nc: Client) -> Bus:

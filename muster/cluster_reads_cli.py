@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -43,14 +44,59 @@ async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: b
     if not clusters:
         # Only deleted ones: say so, else "no clusters" reads as if the tenant never had any.
         hidden = len(every) - len(clusters)
+        elsewhere = await _elsewhere(bus) if bus.asked is None else None
+        tenant = elsewhere.here if elsewhere is not None else tenant
         where = f" in tenant {tenant!r}" if tenant else ""
-        out.print(f"no clusters{where}" + (f" ({hidden} deleted: --all lists them)" if hidden else ""))
+        out.print(f"no clusters{where}" + (f" ({hidden} deleted: --all lists them)" if hidden else "")
+                  + (elsewhere.said if elsewhere is not None else ""))
         return
     columns = ["name", "id", "status", "template", "nodes", "last job", "expires"]
     if output == "wide":
         columns[5:5] = ["services", "provider", "version"]
     rows = [[str(_column(c, col)) for col in columns] for c in clusters]
     print_rows(f"clusters of tenant {tenant!r}", columns, rows)
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    here: str
+    said: str
+
+
+ELSEWHERE_TENANTS = 20
+"""Other tenants looked at for an empty listing at most (one small read each)."""
+
+
+async def _elsewhere(bus: Bus) -> Elsewhere | None:
+    """For an empty listing without --tenant: the tenant it was (the token's own, `default` for a
+    super admin, who has none), and for a super admin the other tenants that have clusters, with
+    the command that lists them: "no clusters" read as if the deployment had none."""
+    from .auth_cli import ask
+
+    try:
+        me = await ask(bus, "whoami")
+        here = str(me.get("tenant") or "default")  # (the tracker's for a principal of no tenant)
+        if me.get("role") != "super_admin":
+            return Elsewhere(here, "")
+        others = [str(t["tenant"]) for t in await ask(bus, "tenant-list") if t["tenant"] != here]
+    except CliError:  # (a read that cannot say more still says what it found)
+        return None
+    counts = []
+    for other in others[:ELSEWHERE_TENANTS]:
+        try:
+            async with TrackerReads(bus, tenant=other) as tracker:
+                page = await tracker.get("/v1/clusters", limit=100)
+        except CliError:
+            continue
+        live = sum(1 for c in page["items"] if c.get("status") != "deleted")
+        if live:
+            counts.append(f"{other} ({live}{'+' if page.get('next_after') is not None else ''})")
+    if not counts:
+        more = f" (of the first {ELSEWHERE_TENANTS} other tenants)" if len(others) > ELSEWHERE_TENANTS else ""
+        return Elsewhere(here, f"; no other tenant has any either{more}" if others else "")
+    first = counts[0].split(" ", 1)[0]
+    return Elsewhere(here, f"; other tenants have clusters: {', '.join(counts)}; list them with "
+                           f"`muster cluster list --tenant {first}`")
 
 
 def _column(c: ClusterInfo, name: str) -> object:

@@ -157,7 +157,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
                            sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
     async with await open_client(bus) as client:
         tenant = client.tenant
-        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
+        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc), tenant)
         if answer is None:  # no planner: append it ourselves (the right to is the bus's to give)
             answer = await _apply_here(client.nc, tenant, loaded, plugins, by, dry_run)
     problems = [*loaded.problems, *(_problem_of(p) for p in answer.problems)]
@@ -317,7 +317,7 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
     async with await open_client(bus) as client:
         tenant = client.tenant
         request = DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user())
-        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
+        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc), tenant)
         if answer is None:  # no planner: delete it ourselves (the right to is the bus's to give)
             try:
                 answer = CatalogAnswer(ok=True, seqs=[await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by),

@@ -202,6 +202,8 @@ class Deployment:
     notify: Callable[[str], None] = _stderr
     """Told of every restart and every process given up on (one sentence each)."""
     given_up: dict[str, str] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    """How often each process was started again after an exit (`muster ps` shows it)."""
 
     def __post_init__(self) -> None:
         self.lock = DataDirLock(self.data_dir)
@@ -443,10 +445,14 @@ class Deployment:
         """Who holds the data directory, for the next `muster up` there and for operators: the
         processes that run, and those given up on with why (their last pid named nothing)."""
         processes = {c.name: c.pid for c in self.children if c.name not in self.given_up}
+        logs = {c.name: str(c.log_path) for c in self.children}
         if self.server is not None and self.server.process is not None:
             processes = {SERVER: self.server.process.pid, **processes}
+        if self.server is not None and self.server.log_path is not None:
+            logs = {SERVER: str(self.server.log_path), **logs}
         self.lock.describe(pid=os.getpid(), nats_url=self.nats_url, tracker_url=self.tracker_url,
-                           started_at=self._started_at, processes=processes, given_up=dict(self.given_up))
+                           started_at=self._started_at, processes=processes, given_up=dict(self.given_up),
+                           restarts=dict(self.restarts), logs=logs)
 
     async def kill(self, name: str) -> int:
         """kill -9 one child by its PID (fault tests; it is not restarted); returns the PID."""
@@ -580,6 +586,7 @@ class Deployment:
                 pass
             pid = await self._start_again(name)
             if pid is not None:
+                self.restarts[name] = self.restarts.get(name, 0) + 1
                 self._restarting.discard(name)
                 self.notify(f"{name} is running again (pid {pid})")
                 self._describe()

@@ -63,7 +63,7 @@ async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, said: st
         subject = subjects.governance_request(tenant, principal_of(nc), verb)
         try:
             msg = await refusals.guard(nc.request(subject, json.dumps({"kind": kind, **body}).encode(), timeout=TIMEOUT_S),
-                                       principal_of(nc))
+                                       principal_of(nc), tenant)
         except nats.errors.NoRespondersError:
             raise CliError("no governance service answered: is `muster up` (or `muster governance`) running?", EXIT_UNREACHABLE) from None
     finally:

@@ -33,7 +33,7 @@ from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
 from .domain.operation_text import operation_text
-from .domain.schedules import cluster_of, never_runs
+from .domain.schedules import cluster_of, refused_ticks
 from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries, with_ends
 
 TRIES = 3
@@ -235,8 +235,9 @@ class GovernanceWrites:
 
     async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:
         """Schedules made, or given another operation, on a cluster the log does not have or has
-        deleted, or whose lease they extend while it has none (`never_runs`): every tick would be
-        refused. One that keeps its operation (paused, resumed, retimed) is not checked again."""
+        deleted, or whose lease they extend while it has none, or that expand (shrink) it to a size
+        it has passed (`refused_ticks`): every tick would be refused (the next one at least). One
+        that keeps its operation (paused, resumed, retimed) is not checked again."""
         problems = []
         for put in puts:
             old = entries.get((put.kind, put.name))
@@ -251,9 +252,10 @@ class GovernanceWrites:
             except subjects.SubjectError as err:
                 problems.append(f"schedule {put.name!r}: {err}")
                 continue
-            gone = never_runs(made, history) if history else f"there is no cluster {cluster_id!r} in tenant {tenant!r}"
-            if gone:
-                problems.append(f"schedule {put.name!r}: {gone}: its operation could never run")
+            refused = refused_ticks(made, history) if history else \
+                f"there is no cluster {cluster_id!r} in tenant {tenant!r}: its operation could never run"
+            if refused:
+                problems.append(f"schedule {put.name!r}: {refused}")
         return problems
 
     async def _vetted(self, tenant: str, principal: str, puts: list[Put], problems: list[str]) -> tuple[list[str], list[str]]:

@@ -130,7 +130,7 @@ def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: M
     page.get_by_label("Name", exact=True).fill("bad-one")
     page.get_by_label(re.compile("^Nodes")).fill("60")
     page.get_by_role("button", name="Preview").click()
-    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows between 2 and 50 nodes")
+    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows 2 to 50 nodes (its size constraint)")
     expect(page.get_by_label(re.compile("^Nodes"))).to_be_focused()
     # A service the template does not allow (the catalog has `broken`; hadoop-small does not allow it).
     page.get_by_test_id("create-form").evaluate(
@@ -170,7 +170,7 @@ def test_several_mistakes_are_each_refused_at_their_field_in_one_preview(muster:
     page.get_by_label("Name", exact=True).fill("three-wrongs")
     page.get_by_label(re.compile("^Nodes")).fill("60")
     page.get_by_role("button", name="Preview").click()
-    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows between 2 and 50 nodes")
+    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows 2 to 50 nodes (its size constraint)")
     expect(page.get_by_test_id("error-provider")).to_contain_text("unknown provider 'elsewhere'")
     expect(page.get_by_test_id("error-hardwaretype")).to_contain_text("unknown hardware type 'huge'")
     expect(page.get_by_label("Provider")).to_have_accessible_description(re.compile("unknown provider 'elsewhere'"))
@@ -179,7 +179,7 @@ def test_several_mistakes_are_each_refused_at_their_field_in_one_preview(muster:
     page.get_by_label("Name", exact=True).fill("three wrongs")
     page.get_by_role("button", name="Preview").click()
     expect(page.get_by_test_id("error-name")).to_contain_text("a cluster's name is letters")
-    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows between 2 and 50 nodes")
+    expect(page.get_by_test_id("error-nodes")).to_contain_text("allows 2 to 50 nodes (its size constraint)")
     assert log_of(muster) == before
 
 

@@ -460,3 +460,52 @@ async def test_a_webhook_secret_and_receiver_added_while_up_runs_are_read_on_mus
         assert code == 0, out
         logs = "".join(p.read_text(errors="replace") for p in (data / "logs").iterdir() if p.is_file())
         assert value not in logs and "notifier reloaded" in logs and "pool reloaded" in logs
+
+
+async def test_muster_ps_lists_each_process_alive_with_its_log_and_counts_a_restart(tmp_path: Path) -> None:
+    """No command listed a deployment's processes (an earlier session's walk): `muster ps` reads
+    what the running `muster up` says of itself and checks each PID on the machine."""
+    data = tmp_path / "data"
+    async with _up(tmp_path) as (proc, _):
+        code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0, said
+        listed = {p["name"]: p for p in json.loads(said)["processes"]}
+        assert set(listed) >= {"muster up", "nats-server", "auth", "solver", "planner", "provisioner", "tracker"}, listed
+        assert listed["muster up"]["pid"] == proc.pid and all(p["state"] == "alive" and p["restarts"] == 0 for p in listed.values())
+        assert all(Path(p["log"]).is_file() for name, p in listed.items() if name != "muster up"), listed
+        assert listed["nats-server"]["log"] == str(data.resolve() / "nats" / "nats-server.log")
+        old = listed["solver"]["pid"]
+        os.kill(old, signal.SIGKILL)
+        assert proc.stdout is not None
+        await asyncio.wait_for(_read_until(proc.stdout, "solver is running again", {}), 60)
+        code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
+        solver = {p["name"]: p for p in json.loads(said)["processes"]}["solver"]
+        assert code == 0 and solver["pid"] != old and (solver["state"], solver["restarts"]) == ("alive", 1), solver
+        code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
+        row = next(line.split() for line in said.splitlines() if line.startswith("solver "))
+        assert code == 0 and row == ["solver", str(solver["pid"]), "alive", "1", str(data.resolve() / "logs" / "solver.log")], said
+    code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
+    assert code != 0 and f"no muster deployment runs in {data}" in said, said
+
+
+async def test_a_backup_of_a_stopped_deployment_restored_into_another_directory_has_its_clusters(tmp_path: Path) -> None:
+    """docs/runtime.md, "Backing up and restoring": stop, `cp -a` the data directory, start on the
+    copy elsewhere. The copy has the clusters, the credentials that open them, and its services
+    (the provisioner's identity and plugin state among them) run the next job."""
+    data, other = tmp_path / "data", tmp_path / "elsewhere"
+    async with _up(tmp_path) as (proc, seen):
+        async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
+            sent = await client.send("default", CreateCluster(name="kept", template="hadoop-small", nodes=2))
+            assert isinstance(sent, Accepted), sent
+            assert isinstance(await client.wait(sent.job_id, tenant="default", timeout=120), JobSucceeded)
+        code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0 and await asyncio.wait_for(proc.wait(), 30) == 0, said
+    other.mkdir()
+    copied = await asyncio.create_subprocess_exec("cp", "-a", str(data), str(other / "data"))
+    assert await copied.wait() == 0
+    async with _up(other):
+        code, said = await _muster("cluster", "list", "--json", "--data-dir", str(other / "data"), cwd=other)
+        assert code == 0 and [(c["name"], c["status"], c["nodes"]) for c in json.loads(said)] == [("kept", "active", 2)], said
+        code, said = await _muster("cluster", "expand", "kept", "--add", "1", "--wait", "--data-dir", str(other / "data"), cwd=other)
+        assert code == 0 and "succeeded" in said, said
+    assert _nats_servers_under(tmp_path) == []

@@ -145,14 +145,35 @@ def cluster_gone(history: Sequence[Recorded]) -> str:
     return f"cluster {cluster.name} was deleted (job {cluster.job_id})" if cluster is not None and cluster.status == "deleted" else ""
 
 
-def never_runs(schedule: Schedule, history: Sequence[Recorded]) -> str:
-    """Why no tick of this schedule could run on the cluster with these events ('' if one may): it
-    is deleted, or the schedule extends the lease of a cluster that has none (a lease is set at
-    create only, so every tick would be refused `nothing to extend`)."""
+def refused_ticks(schedule: Schedule, history: Sequence[Recorded]) -> str:
+    """Why the ticks of this schedule would be refused on the cluster with these events, in the
+    problem's own words ('' if one may run): it is deleted, or the schedule extends the lease of a
+    cluster that has none (a lease is set at create only, so every tick would be refused `nothing
+    to extend`), or it expands (shrinks) the cluster to a size it has already passed. That last
+    one depends on the size at the tick: it is refused at creation as the tick would be then."""
     gone = cluster_gone(history)
     if gone:
-        return gone
+        return f"{gone}: its operation could never run"
     cluster = fold_cluster(history)
-    if schedule.command.get("type") == "ExtendLease" and cluster is not None and cluster.expires_at is None:
-        return f"cluster {cluster.name} has no lease (it expires never)"
+    if cluster is None:
+        return ""
+    if schedule.command.get("type") == "ExtendLease" and cluster.expires_at is None:
+        return f"cluster {cluster.name} has no lease (it expires never): its operation could never run"
+    return _size_passed(schedule, cluster.name, len(cluster.nodes))
+
+
+def _size_passed(schedule: Schedule, name: str, has: int) -> str:
+    kind, target = schedule.command.get("type"), schedule.command.get("nodes")
+    if not isinstance(target, int):
+        return ""
+    if kind == "ExpandCluster" and target <= has:
+        return (f"it expands cluster {name} to {_nodes(target)} and the cluster has {has}: a tick is refused while the "
+                f"cluster has {target} or more (an expand needs more nodes than the cluster has); give more than {has}")
+    if kind == "ShrinkCluster" and target >= has:
+        return (f"it shrinks cluster {name} to {_nodes(target)} and the cluster has {has}: a tick is refused while the "
+                f"cluster has {target} or fewer (a shrink needs fewer nodes than the cluster has); give fewer than {has}")
     return ""
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"

@@ -179,9 +179,8 @@ def template_of(f: Facts) -> ClusterTemplate:
 def template_allows_size(f: Facts) -> None:
     cmd: CreateCluster = f.command
     size = template_of(f).constraints.size
-    if cmd.nodes < size.min or (size.max is not None and cmd.nodes > size.max):
-        limit = f"between {size.min} and {size.max}" if size.max is not None else f"at least {size.min}"
-        raise Refused(f"template {cmd.template!r} allows {limit} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
+    if not size.allows(cmd.nodes):
+        raise Refused(size.refusal(cmd.template, cmd.nodes), code="invalid", field="nodes")
 
 
 def provider_of(f: Facts) -> str:
@@ -398,7 +397,7 @@ def size_allowed(f: Facts) -> None:
     size = template.constraints.size
     if size.allows_change(current, nodes):
         return
-    said = f"template {template.name!r} allows {size.range_text} nodes; {nodes} requested"
+    said = size.refusal(template.name, nodes)
     if not size.allows(current):
         said += f"; cluster {_cluster(f).name!r} has {current}, {_outside(template, current)}"
     raise Refused(said, code="invalid", field="nodes")

@@ -27,7 +27,7 @@ def check_size(template: ClusterTemplate, nodes: int, current: int | None = None
     size = template.constraints.size
     if current is None and size.allows(nodes) or current is not None and size.allows_change(current, nodes):
         return
-    said = f"template {template.name} allows {size.range_text} nodes (size constraint); {nodes} requested"
+    said = size.refusal(template.name, nodes)
     if current is not None and not size.allows(current):
         way = "shrink toward" if size.max is not None and current > size.max else "grow toward"
         said += f"; the cluster has {current}, outside that range already (the template changed since): it may only {way} it"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.commands import ID, MAX_CLUSTER_SIZE
+from contracts.commands import ID, MAX_CLUSTER_SIZE, too_many_nodes
 from services.auth.domain.authz import OPERATION_PERMISSIONS
 
 Form = Mapping[str, Sequence[str]]
@@ -83,8 +83,8 @@ def _nodes(form: Form, errors: dict[str, str]) -> int | None:
         errors["nodes"] = f"{raw[:20]!r} is not a whole number of nodes"
     elif not raw.strip("0"):
         errors["nodes"] = "a cluster has at least one node"
-    elif len(raw.lstrip("0")) > 6:  # far past any template's bound (the planner checks the bound below that)
-        errors["nodes"] = f"{raw[:20]}{'…' if len(raw) > 20 else ''} is more nodes than a cluster can have (at most {MAX_CLUSTER_SIZE:,})"
+    elif len(raw.lstrip("0")) > 6 or int(raw) > MAX_CLUSTER_SIZE:  # (the planner checks the template's bound)
+        errors["nodes"] = too_many_nodes(f"{raw[:20]}{'…' if len(raw) > 20 else ''}" if len(raw) > 6 else f"{int(raw):,}")
     else:
         return int(raw)
     return None

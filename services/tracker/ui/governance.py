@@ -13,7 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from contracts.commands import Accepted, ApproveJob, DryRun, RejectJob
+from contracts.commands import MAX_COMMENT_CHARS, Accepted, ApproveJob, DryRun, RejectJob
+from contracts.errors import too_long_text
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
 from muster.readmodel.cost import rate
@@ -51,9 +52,11 @@ async def decide(request: web.Request) -> web.StreamResponse:
     if isinstance(checked, web.Response):
         return checked
     viewer, job_id, form = checked
-    action, comment = str(form.get("action") or ""), str(form.get("comment") or "")[:2000]
+    action, comment = str(form.get("action") or ""), str(form.get("comment") or "")
     if action not in ("approve", "reject", "check"):
         said = f"refused: {action[:40]!r} is neither approve, reject nor check"
+    elif len(comment) > MAX_COMMENT_CHARS:  # (cut short, it was recorded as if the approver had said less)
+        said = f"refused: comment: {too_long_text(len(comment), MAX_COMMENT_CHARS)}"
     else:
         said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
     return said_at(request, viewer, job_id, said)

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
 
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
@@ -136,6 +137,17 @@ async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Co
     assert refused["said"] == f"rejected: there is no job {JOBS[Y]} in tenant a" and not refused["accepted"]
     status, html = await console.get(f"/ui/jobs/{JOBS[Y]}", "ada")
     assert status == 200 and 'id="control"' in html
+
+
+async def test_a_decision_comment_over_the_limit_is_refused_in_our_words_not_cut_short(console: Console) -> None:
+    """The console cut a comment at 2,000 characters and sent the rest as if the approver had said
+    less; it refuses it instead, saying the field, the length given and the limit."""
+    origin = str(console.http.make_url("")).rstrip("/")
+    form = {"action": "reject", "comment": "x" * 2345, "csrf": csrf.token_for(console.tokens["ada"], "a")}
+    resp = await console.http.post(f"/ui/jobs/{JOBS[X]}/decide", data=form, cookies={"muster_session": console.tokens["ada"]},
+                                   headers={"Origin": origin}, allow_redirects=False)
+    said = parse_qs(urlsplit(resp.headers["Location"]).query)["said"]
+    assert resp.status in (302, 303) and said == ["refused: comment: 2,345 characters given; at most 2,000"], said
 
 
 async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: Console) -> None:

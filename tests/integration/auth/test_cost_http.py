@@ -126,3 +126,18 @@ async def test_a_super_admin_without_clusters_in_default_is_told_which_tenant_ha
            "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": ""}
     ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["cluster", "cost"], catch_exceptions=False)
     assert (ran.exit_code, ran.output) == (0, "no clusters in tenant 'default': nothing to pay for\n")
+
+
+async def test_a_super_admin_without_clusters_in_default_is_told_which_tenants_have_them(served: Served, authed: Authed) -> None:
+    """`muster cluster list` as the super admin said "no clusters" in tenant default while tenants
+    a and b had clusters, as if the deployment had none (walk of session 26): it names them, with
+    how many live clusters each has (a's deleted one is not counted), and the command that lists them."""
+    env = {"MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+           "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": "", "NATS_URL": authed.url}
+    ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["cluster", "list"], catch_exceptions=False)
+    said = "no clusters " + " ".join(ran.stdout.partition("no clusters")[2].split())  # (the auth service logs here too)
+    assert (ran.exit_code, said) == (0, "no clusters in tenant 'default'; other tenants have clusters: "
+                                                               "a (1), b (1); list them with `muster cluster list --tenant a`"), ran.stdout
+    ran = await asyncio.to_thread(CliRunner(env={**env, "MUSTER_TOKEN": served.tokens["bob"]}).invoke, main,
+                                  ["cluster", "list", "--tenant", "b"], catch_exceptions=False)
+    assert ran.exit_code == 0 and "theirs" in ran.output and "other tenants" not in ran.output, ran.output

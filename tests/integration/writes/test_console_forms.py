@@ -76,11 +76,11 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert status == 404 and "there is no template 'hadoop-smal'" in html.unescape(_field_error(page, "template"))
     before = served.log()
     for fields, field, words in (
-        (_create("f1", "60"), "nodes", "allows between 2 and 50 nodes"),
+        (_create("f1", "60"), "nodes", "allows 2 to 50 nodes (its size constraint)"),
         (_create("f1", "three"), "nodes", "not a whole number"),
         (_create("f1", "0"), "nodes", "a cluster has at least one node"),
         (_create("bad name!"), "name", "a cluster's name is letters, digits, '-' and '_' only"),
-        (_create("f1", "9" * 5000), "nodes", "more nodes than a cluster can have (at most 10,000)"),
+        (_create("f1", "9" * 5000), "nodes", "a cluster has at most 10,000 nodes (muster's limit"),
         (_create("f1", services=["base", "ghost"]), "services", "unknown services: ghost"),
         (_create("f1", config="{hdfs: 1}"), "config", "not valid JSON"),
     ):
@@ -309,7 +309,7 @@ async def test_a_create_with_several_mistakes_is_told_of_each_at_its_field_in_on
     before = served.log()
     status, page, _ = await writer.post("/ui/clusters/new", _create("m2", "60", provider="elsewhere", hardwaretype="huge"))
     assert status == 422, status
-    assert "allows between 2 and 50 nodes" in _field_error(page, "nodes")
+    assert "allows 2 to 50 nodes (its size constraint)" in _field_error(page, "nodes")
     assert "unknown provider 'elsewhere'" in _field_error(page, "provider")
     assert "unknown hardware type 'huge'" in _field_error(page, "hardwaretype")
     # With a mistake the form finds itself (the planner is not asked: a dry run it admits saves a plan).
@@ -317,7 +317,7 @@ async def test_a_create_with_several_mistakes_is_told_of_each_at_its_field_in_on
                                                                     services=["base", "ghost"], config="{x"))
     assert status == 422, status
     assert "a cluster's name is letters" in _field_error(page, "name") and "not valid JSON" in _field_error(page, "config")
-    assert "allows between 2 and 50 nodes" in _field_error(page, "nodes")
+    assert "allows 2 to 50 nodes (its size constraint)" in _field_error(page, "nodes")
     assert "unknown provider 'elsewhere'" in _field_error(page, "provider")
     assert "unknown services: ghost" in _field_error(page, "services")
     status, page, _ = await writer.post("/ui/clusters/new", [("template", "nope") if k == "template" else (k, v) for k, v in

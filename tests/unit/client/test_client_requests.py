@@ -64,9 +64,9 @@ async def test_submit_raises_a_rejection_with_its_reason() -> None:
 def test_a_rejection_of_several_problems_says_each_on_its_own_line_with_its_field() -> None:
     """`muster cluster create --dry-run` with three mistakes (ops_session and the client say it alike):
     joined on one line, `...; 60 requested; unknown provider ...` left where each ended to the reader."""
-    reply = Rejected(reason="a; b", field="nodes", problems=[RejectedProblem(field="nodes", reason="template 't' allows between 2 "
-                     "and 50 nodes; 60 requested"), RejectedProblem(field="provider", reason="unknown provider 'x'")])
-    said = "create rejected, 2 problems:\n  nodes: template 't' allows between 2 and 50 nodes; 60 requested\n  provider: unknown provider 'x'"
+    reply = Rejected(reason="a; b", field="nodes", problems=[RejectedProblem(field="nodes", reason="template 't' allows 2 to 50 nodes (its "
+                     "size constraint); 60 requested"), RejectedProblem(field="provider", reason="unknown provider 'x'")])
+    said = "create rejected, 2 problems:\n  nodes: template 't' allows 2 to 50 nodes (its size constraint); 60 requested\n  provider: unknown provider 'x'"
     assert str(RequestRejected(reply, "create")) == said == rejected_words("create", reply)
     assert rejected_words("create", Rejected(reason="unknown provider 'x'")) == "create rejected: unknown provider 'x'"
 

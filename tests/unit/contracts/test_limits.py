@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.catalog import Catalog, Service
-from contracts.commands import ConfigureCluster, CreateCluster
+from contracts.commands import ApproveJob, ConfigureCluster, CreateCluster, ExpandCluster, RejectJob
 from contracts.errors import describe_validation_error
 from contracts.limits import MAX_CONFIG_BYTES, MAX_ENTITY_BYTES, check_size, json_size
 from muster.catalog.files import load_catalog
@@ -27,6 +27,18 @@ def test_a_config_over_the_budget_is_refused_naming_the_field_and_the_limit() ->
         assert reason.startswith("config: ") and f"the limit is {MAX_CONFIG_BYTES:,} bytes" in reason
     fits = {"blob": "x" * (MAX_CONFIG_BYTES - 20)}
     assert json_size(fits) <= MAX_CONFIG_BYTES and CreateCluster(name="c", template="t", nodes=2, config=fits).config == fits
+
+
+def test_a_bound_passed_is_said_with_the_field_the_limit_and_what_was_given() -> None:
+    """The CLI's words (`muster job approve -m ...`, `muster cluster expand --nodes ...`), not pydantic's."""
+    for make, said in ((lambda: ApproveJob(job_id="j", comment="x" * 2001), "comment: 2,001 characters given; at most 2,000"),
+                       (lambda: RejectJob(job_id="j", comment="é" * 3000), "comment: 3,000 characters given; at most 2,000"),
+                       (lambda: ExpandCluster(cluster_id="c", nodes=10_001),
+                        "nodes: a cluster has at most 10,000 nodes (muster's limit, whatever the template says); 10,001 requested")):
+        with pytest.raises(ValidationError) as err:
+            make()
+        assert describe_validation_error(err.value) == said
+    assert ApproveJob(job_id="j", comment="x" * 2000).comment == "x" * 2000
 
 
 def test_check_size_counts_compact_json() -> None:

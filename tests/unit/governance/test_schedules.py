@@ -11,8 +11,9 @@ import pytest
 
 from contracts import subjects
 from contracts.commands import LeaseExtended
-from contracts.events import ClusterLeaseChanged, ClusterRequested, ClusterStatusChanged
+from contracts.events import ClusterLayoutChanged, ClusterLeaseChanged, ClusterRequested, ClusterStatusChanged
 from contracts.governance import GovernancePut, GovernanceRequest, Schedule, ScheduleAnswered, ran_text
+from contracts.layout import NodeSpec
 from contracts.records import Recorded
 from muster.ports.eventlog import Append
 from muster.ports.memory import ManualClock, MemoryEventLog
@@ -312,3 +313,32 @@ async def test_a_lease_extension_is_refused_on_a_cluster_without_a_lease() -> No
     await log.append(subjects.cluster_events("a", "c1"), [Append(
         ClusterLeaseChanged(cluster_id="c1", expires_at=T0 + timedelta(days=1), max_at=None, step_s=0), msg_id="lease", time=T0)])
     assert (await create("weekly")).ok
+
+
+async def test_an_expand_or_shrink_to_a_size_the_cluster_has_passed_is_refused_naming_both_sizes() -> None:
+    """Walk of an earlier session: a schedule expanding a 3-node cluster to 2 was written, then
+    every tick was refused (`expand needs more than the cluster's 3 nodes; 2 requested`) and
+    recorded. Refused at creation, naming the target and the cluster's size now."""
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+
+    async def create(name: str, verb: str, kind: str, nodes: int) -> Any:
+        entity = {**schedule(name=name).model_dump(mode="json"), "verb": verb,
+                  "command": {"type": kind, "cluster_id": "c1", "nodes": nodes}}
+        request = GovernanceRequest(kind="schedule", entities=[entity], requested_by="uma")
+        return await writes.answer("a", "anonymous", "put", request.model_dump_json().encode())
+
+    await delete_cluster(log, "active")
+    three = [NodeSpec(id=f"n{i}", hardwaretype="small", imagetype="debian", services=[]) for i in range(3)]
+    await log.append(subjects.cluster_events("a", "c1"), [Append(ClusterLayoutChanged(cluster_id="c1", job_id="j1", nodes=three),
+                                                                 msg_id="layout", time=T0)])
+    for nodes in (2, 3):
+        below = await create("grow", "expand", "ExpandCluster", nodes)
+        assert not below.ok and below.code == "invalid" and below.problems == [
+            f"schedule 'grow': it expands cluster web to {nodes} nodes and the cluster has 3: a tick is refused while the "
+            f"cluster has {nodes} or more (an expand needs more nodes than the cluster has); give more than 3"], below
+    above = await create("shrink", "shrink", "ShrinkCluster", 4)
+    assert not above.ok and above.problems == [
+        "schedule 'shrink': it shrinks cluster web to 4 nodes and the cluster has 3: a tick is refused while the "
+        "cluster has 4 or fewer (a shrink needs fewer nodes than the cluster has); give fewer than 3"], above
+    assert (await create("grow", "expand", "ExpandCluster", 4)).ok and (await create("shrink", "shrink", "ShrinkCluster", 2)).ok

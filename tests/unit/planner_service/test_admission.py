@@ -170,7 +170,7 @@ REFUSED: dict[str, list[Refuse]] = {
     "create": [
         lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, provider="nope"), "unknown provider 'nope'"),
         lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, services=["base", "ghost"]), "unknown services: ghost"),
-        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=1), "between 2 and 50 nodes; 1 requested"),
+        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=1), "allows 2 to 50 nodes (its size constraint); 1 requested"),
     ],
     "delete": [lambda h: _with(_deleted(h), lambda cid: (DeleteCluster(cluster_id=cid), "is deleted"))],
     "expand": [lambda h: _with(_active(h), lambda cid: (ExpandCluster(cluster_id=cid, nodes=2), "expand needs more than"))],

@@ -308,7 +308,7 @@ async def test_a_repeated_request_id_maps_to_the_same_job(h: Harness) -> None:
         ("create", body({"name": "c", "template": "hadoop-small", "nodes": "five"}), "nodes"),
         ("create", body({"name": "c", "template": "hadoop-small", "nodes": 3, "extra": 1}), "extra"),
         ("create", body({"name": "c", "template": "no-such-template", "nodes": 3}), "no-such-template"),
-        ("create", body({"name": "c", "template": "hadoop-small", "nodes": 51}), "between 2 and 50 nodes; 51 requested"),
+        ("create", body({"name": "c", "template": "hadoop-small", "nodes": 51}), "allows 2 to 50 nodes (its size constraint); 51 requested"),
         ("create", body({"type": "DeleteCluster", "cluster_id": "x"}), "takes a CreateCluster"),
         ("delete", body({"cluster_id": "no-such-cluster"}), "no cluster no-such-cluster in tenant default"),
         ("explode", b"{}", "unknown operation"),

@@ -39,7 +39,7 @@ def _create(**fields: Any) -> CreateCluster:
 
 
 REFUSED_CREATES = [
-    (_create(nodes=60), "invalid", "nodes", "allows between 2 and 50 nodes"),
+    (_create(nodes=60), "invalid", "nodes", "allows 2 to 50 nodes (its size constraint)"),
     (_create(template="nope"), "invalid", "template", "nope"),
     (_create(services=["base", "ghost"]), "invalid", "services", "unknown services: ghost"),
     (_create(hardwaretype="huge"), "invalid", "hardwaretype", "unknown hardware type 'huge'"),
@@ -73,7 +73,7 @@ async def test_a_create_with_several_mistakes_is_refused_for_each_at_its_field_a
     # On a template that is there, its bounds and compatibility are checked with the rest.
     reply = await h.send(_create(nodes=60, provider="elsewhere", hardwaretype="huge", dry_run=True))
     assert isinstance(reply, Rejected) and [p.field for p in reply.problems] == ["nodes", "provider", "hardwaretype"], reply
-    assert "allows between 2 and 50 nodes" in reply.problems[0].reason
+    assert "allows 2 to 50 nodes (its size constraint)" in reply.problems[0].reason
     # One problem is said as before: no list.
     reply = await h.send(_create(nodes=60, dry_run=True))
     assert isinstance(reply, Rejected) and reply.problems == [] and "problems" not in reply.model_dump(mode="json")

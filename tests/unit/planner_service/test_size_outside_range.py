@@ -63,11 +63,11 @@ async def test_a_change_away_from_the_range_is_refused_at_once() -> None:
     for cmd in (ExpandCluster(cluster_id=cid, nodes=7), ExpandCluster(cluster_id=cid, nodes=7, dry_run=True)):
         reply = await h.send(cmd)
         assert isinstance(reply, Rejected) and reply.field == "nodes" and reply.code == "invalid", reply
-        assert reply.reason == ("template 'hadoop-small' allows 2 to 3 nodes; 7 requested; cluster 'c1' has 6, outside "
+        assert reply.reason == ("template 'hadoop-small' allows 2 to 3 nodes (its size constraint); 7 requested; cluster 'c1' has 6, outside "
                                 "the size range of template 'hadoop-small' (2 to 3 nodes), which changed after the cluster "
                                 "was made: it may only shrink toward it")
     past = await h.send(ShrinkCluster(cluster_id=cid, nodes=1))  # past the range, below its min
-    assert isinstance(past, Rejected) and past.reason.startswith("template 'hadoop-small' allows 2 to 3 nodes; 1 requested")
+    assert isinstance(past, Rejected) and past.reason.startswith("template 'hadoop-small' allows 2 to 3 nodes (its size constraint); 1 requested")
     assert len(h.log.records) == before  # nothing recorded
 
 

@@ -126,7 +126,7 @@ def test_ratio_against_min_is_explained_with_numbers() -> None:
 
 def test_size_constraint() -> None:
     catalog = make_catalog(["a"], {"constraints": {"size": {"min": 3, "max": 5}}})
-    assert error_of(catalog, 6).message == "template t allows 3 to 5 nodes (size constraint); 6 requested"
+    assert error_of(catalog, 6).message == "template 't' allows 3 to 5 nodes (its size constraint); 6 requested"
     assert error_of(catalog, 2).kind == "unsolvable"
     assert solve_t(catalog, 4).nodes == 4
 

@@ -241,14 +241,14 @@ def test_a_change_away_from_the_range_is_still_refused(lo: int, hi: int, current
     with pytest.raises(SolveError) as err:
         _resized(_sized(lo, hi), current, nodes)
     assert err.value.kind == "unsolvable" and err.value.message == (
-        f"template t allows {lo} to {hi} nodes (size constraint); {nodes} requested; the cluster has {current}, outside "
+        f"template 't' allows {lo} to {hi} nodes (its size constraint); {nodes} requested; the cluster has {current}, outside "
         f"that range already (the template changed since): it may only {way} it")
 
 
 def test_a_cluster_inside_the_range_is_held_to_it() -> None:
     with pytest.raises(SolveError) as err:
         _resized(_sized(2, 3), 3, 1)
-    assert err.value.message == "template t allows 2 to 3 nodes (size constraint); 1 requested"
+    assert err.value.message == "template 't' allows 2 to 3 nodes (its size constraint); 1 requested"
 
 
 def test_services_change_on_a_cluster_outside_the_range() -> None:

@@ -19,6 +19,10 @@ from services.tracker.writes import in_http_terms, refused, request_id_for, vali
     # as `--rolling 2` reads; it said "Input should be a valid dictionary or instance of Rolling"
     ("repair_cluster", {"rolling": 2}, "rolling", '2 is not an object: give one, e.g. {"batch": 2, "tolerance": 0}'),
     ("create_cluster", {"name": "c", "template": "t", "nodes": 3, "config": [1]}, "config", "valid dictionary"),
+    # pydantic said "String should have at most 2000 characters", "Input should be less than or equal to 10000"
+    ("approve_job", {"comment": "x" * 2345}, "comment", "comment: 2,345 characters given; at most 2,000"),
+    ("create_cluster", {"name": "c", "template": "t", "nodes": 20_000}, "nodes",
+     "nodes: a cluster has at most 10,000 nodes (muster's limit, whatever the template says); 20,000 requested"),
 ])
 def test_a_body_at_fault_names_its_field(route: str, body: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(ValidationError) as raised:
