@@ -12,10 +12,9 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import KeyValueConfig, StorageType
 
-from muster.bus.cluster import loopback_cluster, start_cluster
+from muster.bus.cluster import start_loopback_cluster
 from muster.bus.connect import connect
 from muster.bus.replicas import kv_stream
-from muster.bus.server import free_port
 from services.auth.keys import LOG_USER, AuthKeys, server_auth_config
 from services.auth.service import AuthService
 
@@ -28,11 +27,8 @@ UPDATED = "$JS.EVENT.ADVISORY.STREAM.UPDATED."
 
 async def test_the_auth_service_gives_short_buckets_the_deployments_replicas(tmp_path: Path) -> None:
     keys = AuthKeys.load_or_create(tmp_path / "auth")
-    nodes = loopback_cluster(tmp_path / "nats", [(free_port(), free_port()) for _ in range(3)],
-                             auth=server_auth_config(keys.issuer_public, keys.bus_secret))
+    nodes, url = await start_loopback_cluster(tmp_path / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret))
     try:
-        await start_cluster(nodes)
-        url = ",".join(n.url for n in nodes)
         nc = await connect(url, name="older-version", user=LOG_USER, password=keys.bus_secret, token=None)
         js = nc.jetstream()
         updated: dict[str, asyncio.Future[None]] = {b: asyncio.get_running_loop().create_future() for b in ("spend", "leases")}
