@@ -144,7 +144,8 @@ class NatsServer:
     auth: str = ""
     """the server's authorization block (see render_config); empty = open"""
     http_port: int | None = None
-    """Where the server's monitoring endpoint listens (on 127.0.0.1), if anywhere."""
+    """Where the server's monitoring endpoint listens (on 127.0.0.1), if anywhere; 0: a free port
+    chosen at the start (chosen again with the client port when either was taken)."""
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
@@ -183,7 +184,10 @@ class NatsServer:
         """Start and wait until ready. A port chosen here that another process takes before the
         server binds it (PortInUse) is chosen again, `PORT_ATTEMPTS` times at most."""
         attempts = PORT_ATTEMPTS if self.chooses_port() else 1
+        monitor_chosen = self.http_port == 0
         for attempt in range(1, attempts + 1):
+            if monitor_chosen:
+                self.http_port = free_port()
             try:
                 return await self._start_once(timeout)
             except PortInUse:
