@@ -18,6 +18,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from .destinations import Allowed, literal, refused
+from .tls.context import http_connector
 
 LOOKUP_S = 3.0
 """How long a check at request time waits for a host to resolve (a slow resolver is a warning, not a refusal)."""
@@ -57,7 +58,7 @@ class CheckedResolver(AbstractResolver):
 
 def session(resolver: CheckedResolver, timeout_s: float) -> aiohttp.ClientSession:
     """A client session whose every connection goes through `resolver` (none cached)."""
-    connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False)
+    connector = http_connector(resolver=resolver, use_dns_cache=False)  # a webhook may be HTTPS
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), connector=connector)
 
 

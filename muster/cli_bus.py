@@ -47,7 +47,7 @@ from .bus.connect import (
 from .bus.eventstore import ConcurrencyError, StoreError
 from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token, translates
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
-from .tls.context import TlsError, TlsRefused, http_ssl
+from .tls.context import TlsError, TlsRefused, http_connector, http_ssl
 
 T = TypeVar("T")
 
@@ -235,7 +235,7 @@ async def reason_from_tracker(bus: Bus, url: str) -> str:
     import aiohttp  # only here: a bus command loads no HTTP client (tests/unit/test_startup.py)
 
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), connector=http_connector()) as http:
             async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
                 body = await resp.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):

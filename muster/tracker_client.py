@@ -32,7 +32,7 @@ from .bus.connect import CredentialsError, bearer_headers, credentials, missing_
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
-from .tls.context import http_refusal
+from .tls.context import http_connector, http_refusal
 
 if TYPE_CHECKING:  # imported when a read begins: `muster cluster create` without --wait reads nothing
     import aiohttp
@@ -79,7 +79,7 @@ class TrackerReads:
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=SILENT_S)
         self._http = aiohttp.ClientSession(timeout=timeout, headers=self._headers,
-                                           connector=aiohttp.TCPConnector(ssl=self._ssl))
+                                           connector=http_connector(ssl=self._ssl))
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

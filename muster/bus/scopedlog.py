@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nats.aio.client import Client
+from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 
 from contracts.records import Recorded
@@ -75,7 +76,9 @@ def probe_subject(subject_filter: str) -> str:
 async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: float, on: str | None = None) -> int:
     """The stream leader's last sequence of a subject or filter (0: none), from a publish on it
     fenced on a sequence it cannot have: refused (10071) with the leader's own, nothing stored.
-    Busy (another fenced write on that subject being replicated: 10164): asked again. `on`: a
+    Busy (another fenced write on that subject being replicated: 10164), or no responder (the
+    server the caller is on has not the stream's interest for a moment: a follower just resumed,
+    a leader being elected): asked again until `timeout`. `on`: a
     subject of the stream the caller may publish on, to carry the probe of a filter it may not
     publish on (the filter in `...-Subject`: nats-server fences on it, whatever the subject)."""
     headers = {"Nats-Expected-Stream": stream, "Nats-Expected-Last-Subject-Sequence": UNREACHABLE}
@@ -85,8 +88,14 @@ async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: flo
     loop = asyncio.get_running_loop()
     deadline, tries = loop.time() + timeout, 0
     while True:
-        reply = await nc.request(subject, b"", headers=headers, timeout=max(0.1, deadline - loop.time()))
-        answer: dict[str, Any] = json.loads(reply.data)
+        try:
+            reply = await nc.request(subject, b"", headers=headers, timeout=max(0.1, deadline - loop.time()))
+        except NoRespondersError:
+            if loop.time() >= deadline:
+                raise
+            answer: dict[str, Any] = {"error": {"err_code": FENCE_BUSY}}  # (as busy: nothing stored, ask again)
+        else:
+            answer = json.loads(reply.data)
         error = answer.get("error") or {}
         if error.get("err_code") == WRONG_LAST:
             return int(str(error.get("description", "")).rsplit(":", 1)[1])

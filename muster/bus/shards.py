@@ -85,6 +85,17 @@ async def _nothing(_: Shards) -> None:
     return None
 
 
+def owners_after(owners: dict[int, str], entry: Any) -> dict[int, str]:
+    """Shard -> owner once a leases bucket watch's `entry` is taken in (a new dict: another
+    thread may be reading the old one); an entry that is not a shard's changes nothing."""
+    kind, _, name = entry.key.partition(".")
+    if kind != "shard" or not name.isdigit():
+        return owners
+    if entry.operation is not None or not entry.value:  # released, or lapsed
+        return {k: v for k, v in owners.items() if k != int(name)}
+    return {**owners, int(name): json.loads(entry.value).get("owner", "?")}
+
+
 async def leases_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
     """The `leases` bucket, made if missing (a watcher may start before any member)."""
     return await streams.ensure_bucket(js, KeyValueConfig(
@@ -229,13 +240,8 @@ class ShardLeases:
                         self.members.pop(name, None)
                     else:
                         self.members[name] = entry.revision
-                elif kind == "shard" and name.isdigit():
-                    # A new dict each time (here and for `held`): another thread may be reading.
-                    shard = int(name)
-                    if gone:
-                        self.owners = {k: v for k, v in self.owners.items() if k != shard}
-                    else:
-                        self.owners = {**self.owners, shard: json.loads(entry.value).get("owner", "?")}
+                else:  # (a new dict each time, here and for `held`: another thread may be reading)
+                    self.owners = owners_after(self.owners, entry)
                 async with self._changed:
                     self._changed.notify_all()
                 if self.on_change is not None:

@@ -31,7 +31,7 @@ from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliE
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
-from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_ssl
+from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_connector, http_ssl
 from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -386,7 +386,7 @@ def _layout_table(layout: dict[str, Any]) -> Table:
 
 
 async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(connector=http_connector()) as http:
         async with http.get(f"{deployment.tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)},
                             ssl=http_ssl(deployment.data_dir)) as resp:
             return await resp.json()

@@ -5,7 +5,8 @@ A policy's tenant totals (`input.tenant.clusters|nodes|per_hour`: a budget, a no
 were this planner's clusters only: with several planners each let a tenant spend its whole
 budget on its own shards. So each planner writes, for each tenant and each shard it holds, what
 that shard's clusters are (`domain/spend.py`: clusters, nodes by provider and hardware type)
-whenever a save changed a cluster's layout or deleted it; admission adds the other shards'
+whenever a save changed a cluster's layout or deleted it, or changed what an open job holds
+(admitted, ended); admission adds the other shards'
 entries (watched, read without a round trip) to what it holds itself.
 
 A key is written by its shard's owner only (nobody else writes it). A shard gained is written
@@ -49,6 +50,9 @@ class SharedSpend:
         self._taken: dict[str, tuple[int, bool]] = {}
         """cluster id -> (layout epoch, deleted) last counted: a save that changed neither
         (a task's results, a lease) writes nothing."""
+        self._held: dict[str, tuple[str, tuple[str, ...]]] = {}
+        """job id -> (its cluster, the hardware type of each node) its open job held when its
+        entry was last marked: a save that changed neither (a task's outcome) marks nothing."""
         self._dirty: set[str] = set()
         self.writing = asyncio.Lock()
         """Held by a judgement that may reserve (`Requests._judged`) and by each background write:
@@ -74,10 +78,24 @@ class SharedSpend:
         self._mark(spend.key(cluster.tenant, self.shards.shard_of(str(cluster.id))))
 
     def job_saved(self, job: Job) -> None:
-        """A job's save reached the log: once it ended, what it held goes (its entry written
-        again when that changes it; `_flush` skips a value already there)."""
-        if job.is_final and job.nodes and self.shards.holds(self.shards.shard_of(job.cluster_id)):
-            self._mark(spend.key(job.tenant, self.shards.shard_of(job.cluster_id)))
+        """A job's save reached the log: what it holds is written when that changed (a job
+        admitted without a reservation, before its tenant had a budget policy or waiting for an
+        approver on a cluster whose layout it has not changed yet, is counted on the other
+        planners from its first save); once it ended, what it held goes (`_flush` skips a
+        value already there)."""
+        shard = self.shards.shard_of(job.cluster_id)
+        if not self.shards.holds(shard):
+            return
+        held = () if job.is_final else tuple(sorted(n.hardwaretype for n in job.nodes))
+        if job.is_final:  # (a job open before a restart is not in `_held`: its end is written all the same)
+            self._held.pop(str(job.id), None)
+            if not job.nodes:
+                return
+        elif not held or self._held.get(str(job.id)) == (job.cluster_id, held):
+            return
+        else:
+            self._held[str(job.id)] = (job.cluster_id, held)
+        self._mark(spend.key(job.tenant, shard))
 
     def local(self, tenant: str, besides: str) -> spend.Spend:
         """The tenant's spend on the shards this planner holds, holds included, without the
@@ -120,6 +138,8 @@ class SharedSpend:
         """Clusters whose shards went to another planner: its writes from now on."""
         for cluster_id in [c for c in self._taken if only(c)]:
             del self._taken[cluster_id]
+        for job_id in [j for j, (c, _) in self._held.items() if only(c)]:
+            del self._held[job_id]
 
     def of(self, tenant: str, shard: int) -> spend.Spend:
         """The shard's entry: its clusters, each at least what its open job makes of it."""

@@ -11,6 +11,7 @@ entries) nothing is checked.
 
 from __future__ import annotations
 
+import json
 import re
 import typing
 from typing import Any
@@ -55,11 +56,22 @@ def _code(source: str) -> str:
     for found in re.finditer(rf"{_STRING.pattern}|{_COMMENT.pattern}", source):
         out.append(source[at:found.start()])
         text = found.group(0)
-        keyed = text.startswith('"') and _after_bracket(source, found.start())
-        out.append(text if keyed else ('""' if text[0] in '"`' else ""))
+        keyed = text[0] in '"`' and _after_bracket(source, found.start())
+        out.append(_key(text) if keyed else ('""' if text[0] in '"`' else ""))
         at = found.end()
     out.append(source[at:])
     return "".join(out)
+
+
+def _key(text: str) -> str:
+    """A bracketed key as the key it is (`input["ten\\u0061nt"]` and ``input[`tenant`]`` read as
+    `input.tenant`: taken so when deciding what a policy reads, erring on the side of reading),
+    written plainly; an escape JSON would refuse is left as written."""
+    try:
+        value = text[1:-1] if text[0] == "`" else json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _after_bracket(source: str, at: int) -> bool:
@@ -133,7 +145,11 @@ def reads_tenant_totals(source: str) -> bool:
     """Whether the policy may read the tenant's totals (`input.tenant.clusters|nodes|per_hour`):
     the policies whose verdict another planner's admission can change, so their tenant's
     admissions reserve what they add (docs/decisions/0044-a-tenant-s-spend-is-shared-by-shard.md).
-    `input` read whole (`input[k]`, `x := input`) is taken as reading them."""
+    `input` read whole (`input[k]`, `x := input`) is taken as reading them. Each policy is
+    compiled and evaluated alone (`policies.compile_policy`: `import data.<another>` reads
+    undefined), so what its verdict reads of `input` is in its own source; a tenant reserves if
+    any of its policies reads them (`Rules.spends`), a library module binding `input.tenant` to
+    a variable included."""
     code = _code(source)
     if _WHOLE.search(code):
         return True

@@ -28,6 +28,8 @@ async def muster(authed: Authed, *args: str, creds: Path | None = None, token: s
     (tests/cli_in_process.py), or as a process of its own if `process`."""
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
     env["NATS_URL"] = authed.url
+    # No tracker here (a deployment of the machine's own on the default port would answer)
+    env["MUSTER_TRACKER_URL"] = "http://127.0.0.1:9"
     if creds is not None:
         env["MUSTER_CREDENTIALS"] = str(creds)
     if token is not None:

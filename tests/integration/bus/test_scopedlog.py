@@ -6,8 +6,10 @@ the event the moment after the consumer said nothing was pending)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from nats.aio.client import Client
+from nats.errors import NoRespondersError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -50,6 +52,34 @@ class _Lagging(ScopedEventStore):
             self.late = None
             await EventStore(self.nc).append(subject, [item])
         return await super()._leader_last(subject_filter)
+
+
+async def test_a_probe_no_server_answers_yet_is_sent_again_until_one_does(nc: Client, tenant: str) -> None:
+    """No responder (the server the reader is on has not the stream's interest for a moment: a
+    follower just resumed, a leader being elected; met on a 3-node cluster in
+    test_scopedlog_cluster.py) is asked again within the timeout, as a busy fence is."""
+    stream, subject = f"PROBE_{tenant}", f"probe.{tenant}.c1"
+    refused = asyncio.Event()
+    sent = nc.request
+
+    async def request(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await sent(*args, **kwargs)
+        except NoRespondersError:
+            refused.set()
+            raise
+
+    nc.request = request  # type: ignore[method-assign]
+    try:
+        probe = asyncio.create_task(fenced_last(nc, stream, subject, 10))
+        await asyncio.wait_for(refused.wait(), 5)  # no stream takes the subject yet
+        await nc.jetstream().add_stream(name=stream, subjects=[f"probe.{tenant}.>"])
+        try:
+            assert await asyncio.wait_for(probe, 10) == 0
+        finally:
+            await nc.jetstream().delete_stream(stream)
+    finally:
+        del nc.request
 
 
 async def test_a_read_goes_on_to_the_leaders_last_event(nc: Client, tenant: str) -> None:

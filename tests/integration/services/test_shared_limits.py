@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -116,11 +115,7 @@ class Leases:
         async for entry in watcher:
             if entry is None:  # the bucket's state so far has been delivered
                 continue
-            shard = int(entry.key.rsplit(".", 1)[1])
-            if entry.operation is not None or not entry.value:
-                self.owners.pop(shard, None)
-            else:
-                self.owners[shard] = json.loads(entry.value)["owner"]
+            self.owners = shards.owners_after(self.owners, entry)
             held = Counter(self.owners.values())
             if set(held) == set(self.names) and set(held.values()) == {self.count // len(self.names)}:  # each its fair share
                 self.split.set()

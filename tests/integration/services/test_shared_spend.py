@@ -21,7 +21,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected
 from contracts.events import JobSucceeded
 from contracts.governance import GovernancePut
 from contracts.records import Append
@@ -119,6 +119,28 @@ async def test_a_tenant_budget_holds_across_two_planners(two: tuple[MusterClient
     small = _request_on(b, int(other[1:]) + 1)
     within = await client.request(CreateCluster(name="small", template="hadoop-small", nodes=2, request_id=small), tenant="default")
     assert isinstance(within, Accepted), within  # half the first fits the half left
+
+
+async def test_an_expand_waiting_for_its_approver_holds_its_nodes_on_the_other_planner_without_a_budget_policy(
+        two: tuple[MusterClient, EventStore, dict[str, Planner]]) -> None:
+    """Admitted with only an approval rule (no policy reads the totals: no reservation), an
+    expand leaves its cluster's layout as it was until approved: its shard's entry, written at
+    layout changes only, never held its nodes, and another planner did not count them."""
+    client, store, planners = two
+    a, b = planners["planner-a"], planners["planner-b"]
+    first = await client.request(CreateCluster(name="held", template="hadoop-small", nodes=2, request_id=_request_on(a, 0)),
+                                 tenant="default")
+    assert isinstance(first, Accepted), first
+    assert isinstance(await client.wait(first.job_id, timeout=60), JobSucceeded)
+    subject = subjects.governance_events("default", "rule", "big")
+    await store.append(subject, [Append(GovernancePut(kind="rule", name="big", entity={"name": "big", "min_nodes": 3}, version=1,
+                                                      by="ada"), msg_id=f"{subject}:1")])
+    waiting = await client.request(ExpandCluster(cluster_id=first.cluster_id, nodes=5), tenant="default")
+    assert isinstance(waiting, Accepted) and any("waits for approval" in w for w in waiting.warnings), waiting
+    board = b.spend.board if b.spend is not None else None
+    assert isinstance(board, NatsSpend)
+    key = f"default.{shard_of(first.cluster_id, SHARDS)}"
+    await board.seen(key, lambda v: spend.node_count(v) == 5, 10)  # planner-b counts the 5 the expand holds
 
 
 PROCESSES = ("planner-1", "planner-2")

@@ -12,10 +12,11 @@ from pathlib import Path
 from planner_harness import Harness, OwnedWhere, demo_catalog
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected, RejectJob
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected, RejectJob
 from contracts.governance import GovernancePut
 from muster.ports.eventlog import Append
 from muster.ports.memory import MemoryEventLog, MemorySpend
+from services.governance.domain.policies import Verdict, compile_policy, evaluate
 from services.governance.domain.references import reads_tenant_totals
 from services.planner.app import PlannerConfig
 from services.planner.domain import planning, spend
@@ -242,3 +243,69 @@ def test_which_policies_read_the_tenant_s_totals() -> None:
     assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["tenant"]["nodes"] > 3\n')
     assert reads_tenant_totals("package p\nimport rego.v1\nt := input\ndeny if t.tenant.nodes > 3\n")  # read whole
     assert not reads_tenant_totals('package p\nimport rego.v1\n# input.tenant.nodes\ndeny if input.tenant.name == "x"\n')
+    # a key written with an escape, or as a raw string, is the same key (both were missed)
+    assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input["ten\\u0061nt"].nodes > 3\n')
+    assert reads_tenant_totals('package p\nimport rego.v1\ndeny if input[`tenant`].nodes > 3\n')
+    assert not reads_tenant_totals('package p\nimport rego.v1\ndeny if input[`tenant`][`name`] == "x"\n')
+    # bound to a variable, or imported under a name, in the module that reads it
+    assert reads_tenant_totals("package lib\nimport rego.v1\nt := input.tenant\nwarn contains \"never\" if false\n")
+    assert reads_tenant_totals("package p\nimport rego.v1\nimport input.tenant as t\ndeny if t.nodes > 3\n")
+
+
+LIB = 'package lib\nimport rego.v1\n\nt := input.tenant\n\nwarn contains "never" if false\n'
+USES_LIB = 'package muster.uses_lib\nimport rego.v1\nimport data.lib\n\ndeny contains "over" if lib.t.nodes > 3\n'
+
+
+def test_a_policy_reads_nothing_through_another_module_each_is_evaluated_alone() -> None:
+    """Each policy is compiled and evaluated in an interpreter of its own (`compile_policy`):
+    `import data.lib` reads undefined, so whatever a policy's verdict reads of `input` is in its
+    own source, where `reads_tenant_totals` looks (decision 44). If policies are ever compiled
+    together, this fails: the check must then follow imports (or count any reader of
+    `input.tenant` among the tenant's modules, as `Rules.spends` does)."""
+    lib, uses = compile_policy("lib", LIB), compile_policy("uses_lib", USES_LIB)
+    doc = {"tenant": {"name": "default", "clusters": 9, "nodes": 99, "per_hour": 9.0}}
+    assert evaluate([lib, uses], doc) == Verdict()
+    assert not reads_tenant_totals(USES_LIB) and reads_tenant_totals(LIB)
+
+
+async def test_a_tenant_with_any_module_reading_its_totals_reserves_each_governed_admission() -> None:
+    """`Rules.spends` is the tenant's: one of its policies reading `input.tenant` (a library
+    module binding it to a variable) makes every governed admission of the tenant reserve."""
+    pair = Pair()
+    await pair.policy(USES_LIB)
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 0
+    subject = subjects.governance_events("default", "policy", "lib")
+    await pair.log.append(subject, [Append(GovernancePut(kind="policy", name="lib", entity={"name": "lib", "source": LIB}, version=1,
+                                                         by="ada"), msg_id=f"{subject}:1")])
+    assert isinstance(await pair.create(0), Accepted)
+    assert pair.board.conditional == 1
+
+
+async def rule(pair: Pair, min_nodes: int = 2) -> None:
+    subject = subjects.governance_events("default", "rule", "big")
+    await pair.log.append(subject, [Append(GovernancePut(kind="rule", name="big", entity={"name": "big", "min_nodes": min_nodes},
+                                                         version=1, by="ada"), msg_id=f"{subject}:1")])
+
+
+async def test_a_job_admitted_before_the_tenant_s_first_budget_policy_holds_its_nodes_on_the_other_planners() -> None:
+    """No budget policy at its admission: no reservation, and its hold was never written (an
+    expand waiting for an approver leaves its cluster's layout as it was, and a job's save
+    wrote nothing): the other planner did not count it once a budget policy came."""
+    pair = Pair()
+    small = await pair.create(0, nodes=2)
+    assert isinstance(small, Accepted), small
+    await pair.settle()
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 2}}}
+    await rule(pair)
+    waiting = await pair.planners[0].send(ExpandCluster(cluster_id=small.cluster_id, nodes=5))
+    assert isinstance(waiting, Accepted) and any("waits for approval" in w for w in waiting.warnings), waiting
+    await pair.settle()
+    assert pair.board.conditional == 0
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 5}}}  # held: 2 counted, 5 once done
+    await budget_for_one(pair)  # 4.5 nodes' worth: 2 and 2 more fit, the waiting expand's 5 do not
+    assert isinstance(await pair.create(1, nodes=2), Rejected)
+    assert isinstance(await pair.planners[0].send(RejectJob(job_id=waiting.job_id), principal="apo"), Accepted)
+    await pair.settle()
+    assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 2}}}
+    assert isinstance(await pair.create(1, nodes=2), Accepted)  # its end released it
