@@ -14,6 +14,7 @@ JetStream's default of one fsync every two minutes can lose acknowledged writes.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ import yaml
 from muster.tls.context import check_listen, insecure_network_allowed
 from muster.tls.natsconf import ServerTls, client_block, route_block
 
-from .server import NatsServer, append_private
+from .server import PORT_ATTEMPTS, NatsServer, PortInUse, append_private, free_ports
 from .serverauth import server_auth_config
 
 CLUSTER_NAME = "muster"
@@ -283,6 +284,9 @@ class ClusterNode(NatsServer):
         return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1", auth=self.auth,
                                   tls=self.tls)
 
+    def chooses_port(self) -> bool:
+        return False  # its ports are in its peers' configs: a taken one means a new cluster (start_loopback_cluster)
+
     async def start(self, timeout: float = 20.0) -> ClusterNode:
         self.leader_known.clear()
         await super().start(timeout)
@@ -310,10 +314,58 @@ def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]], auth: str = "
 
 
 async def start_cluster(nodes: list[ClusterNode], timeout: float = 30.0) -> str:
-    """Start every node; return the client URL list once JetStream has a meta leader."""
-    await asyncio.gather(*(n.start() for n in nodes))
-    await asyncio.wait_for(asyncio.gather(*(n.leader_known.wait() for n in nodes)), timeout)
+    """Start every node; return the client URL list once JetStream has a meta leader. PortInUse
+    (every node stopped) when a node finds one of its ports taken: a node says it of its route
+    port only after "Server is ready", and exits."""
+    started = await asyncio.gather(*(n.start() for n in nodes), return_exceptions=True)
+    try:
+        failed = [e for e in started if isinstance(e, BaseException)]
+        if failed:
+            raise next((e for e in failed if isinstance(e, PortInUse)), failed[0])
+        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(_all_leaders_known(nodes)),
+                                               *(asyncio.ensure_future(_port_taken(n)) for n in nodes)]
+        try:
+            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if any(n.port_taken.is_set() for n in nodes):
+            raise PortInUse(f"a port of {', '.join(n.name for n in nodes if n.port_taken.is_set())} was in use; see its log")
+        if not done:
+            raise TimeoutError(f"no JetStream meta leader within {timeout:g} s")
+    except BaseException:
+        for n in nodes:
+            await n.stop()
+        raise
     return ",".join(n.url for n in nodes)
+
+
+async def _all_leaders_known(nodes: list[ClusterNode]) -> object:
+    return await asyncio.gather(*(n.leader_known.wait() for n in nodes))
+
+
+async def _port_taken(node: ClusterNode) -> object:
+    return await node.port_taken.wait()
+
+
+async def start_loopback_cluster(base_dir: Path, auth: str = "", tls: dict[str, ServerTls] | None = None,
+                                 timeout: float = 30.0) -> tuple[list[ClusterNode], str]:
+    """A fresh loopback cluster on free ports, started; its nodes and client URL list. The
+    ports must be known before any node starts (each node's routes name its peers'), so one
+    taken by another process before its node bound it cannot be avoided: the cluster is made
+    again on new ports (its stores, new and empty, wiped), `PORT_ATTEMPTS` times at most."""
+    fresh = not base_dir.exists()
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        ports = free_ports(2 * len(NODES))
+        nodes = loopback_cluster(base_dir, list(zip(ports[::2], ports[1::2], strict=True)), auth=auth, tls=tls)
+        try:
+            return nodes, await start_cluster(nodes, timeout)
+        except PortInUse:
+            if attempt == PORT_ATTEMPTS:
+                raise
+            if fresh:
+                shutil.rmtree(base_dir, ignore_errors=True)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str]) -> int:

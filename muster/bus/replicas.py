@@ -6,9 +6,11 @@ again with other settings is refused (10058) and the service binds to it as it i
 one replica on a 3-node cluster lives on one node, whose loss stops whatever uses it: for the
 presence bucket, every provisioner (none can renew its record, so each one's lease lapses:
 docs/decisions/0054). nats-server changes a stream's replicas on an update, so whoever finds it
-short updates it (`ensure_replicas`); the auth service, which alone may update streams when
-authorization is on, does it for every bucket muster makes at its start and at each one's
-creation (`BUCKETS`).
+short updates it (`ensure_replicas`) when authorization is off; when it is on, the auth service
+alone may update streams, and does it for every bucket muster makes at its start and at each
+one's creation (`BUCKETS`): another service that finds one short says so and uses it as it is,
+without asking (its update was refused by nats-server, a permission violation on its connection,
+and waited for).
 
 The update sends back the stream's own config as the server gave it (raw JSON, every field,
 even one nats-py does not know), only `num_replicas` raised: nothing else of the stream
@@ -26,17 +28,15 @@ import structlog
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from .wire import connection_of
+from .wire import auth_required, connection_of
 
 log = structlog.get_logger("muster.bus")
 
 API = "$JS.API"
 STREAM_NOT_FOUND = 10059
 UPDATE_TIMEOUT_S = 2.0
-"""How long an update is waited for. A connection that may not update streams (every service's
-but the auth service's under authorization: docs/security.md) is not answered (the server drops
-the request), so this is what a service pays, once per short bucket at its start, when the auth
-service has not moved it yet; an update that was allowed takes a few milliseconds."""
+"""How long an update is waited for; one that was allowed takes a few milliseconds. Several
+services updating the same stream at once: nats-server answers one of them."""
 
 CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.*"
 """The advisories of streams' creation (the auth service looks at each bucket's: a wildcard
@@ -57,9 +57,13 @@ async def _api(js: JetStreamContext, verb: str, stream: str, body: bytes, timeou
     return answer
 
 
-async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeout: float = UPDATE_TIMEOUT_S) -> int | None:
+async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeout: float = UPDATE_TIMEOUT_S,
+                          may_update: bool | None = None) -> int | None:
     """The stream given at least `want` replicas if it has fewer; its replicas now (as far as
-    this connection knows), None if there is no such stream."""
+    this connection knows), None if there is no such stream. `may_update`: whether this
+    connection may update streams (the auth service's may); by default, only when the server
+    authorizes nobody (every other service's rights leave updates to the auth service:
+    docs/security.md)."""
     info = await _api(js, "INFO", stream, b"", timeout)
     if "error" in info:
         if info["error"].get("err_code") == STREAM_NOT_FOUND:
@@ -69,13 +73,17 @@ async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeo
     have = int(config.get("num_replicas") or 1)
     if have >= want:
         return have
+    if not (may_update if may_update is not None else not auth_required(connection_of(js))):
+        log.warning("a stream has fewer replicas than the deployment's; the auth service gives them (at its start, or "
+                    "when the stream is made): used as it is meanwhile", stream=stream, replicas=have, want=want)
+        return have
     config["num_replicas"] = want
     try:
         answer = await _api(js, "UPDATE", stream, json.dumps(config).encode(), timeout)
     except NatsTimeout:
-        # Not answered: a connection that may not update streams, or an update sent while another
-        # service's raised them (nats-server answers one of several at once; the others' wait
-        # runs out, as seen on a 3-node cluster): what the stream has now tells which.
+        # Not answered: an update sent while another service's raised them (nats-server answers
+        # one of several at once; the others' wait runs out, as seen on a 3-node cluster), or one
+        # this connection may not make after all: what the stream has now tells which.
         now = await _api(js, "INFO", stream, b"", timeout)
         have = int(now.get("config", {}).get("num_replicas") or have)
         if have < want:
@@ -97,7 +105,7 @@ async def replicate_buckets(js: JetStreamContext, want: int) -> dict[str, int | 
     done: dict[str, int | None] = {}
     for bucket in BUCKETS:
         try:
-            done[bucket] = await ensure_replicas(js, kv_stream(bucket), want)
+            done[bucket] = await ensure_replicas(js, kv_stream(bucket), want, may_update=True)
         except Exception as err:  # noqa: BLE001 - told; its next start (or creation) tries again
             log.warning("a bucket's replicas could not be checked", bucket=bucket, error=str(err) or type(err).__name__)
     return done

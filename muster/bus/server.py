@@ -27,10 +27,18 @@ from muster.tls.natsconf import ServerTls, client_block
 
 READY_LINE = b"Server is ready"
 RELOADED = b"Reloaded server configuration"
+IN_USE = b"address already in use"
+"""What nats-server says (a fatal line) when its client, route or monitoring port is taken."""
+PORT_ATTEMPTS = 5
+"""Starts on fresh ports when the ones chosen were taken before the server bound them."""
 
 
 class ServerError(RuntimeError):
     pass
+
+
+class PortInUse(ServerError):
+    """A port the server was given was taken by another process between its choice and the bind."""
 
 
 def nats_server_binary() -> str:
@@ -62,6 +70,21 @@ def free_port() -> int:
                 continue
             return int(s.getsockname()[1])
     raise ServerError(f"no free port between {PORTS_FROM} and {low} on 127.0.0.1")
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` different free ports (each held while the next is chosen: two calls of `free_port`
+    may give the same one)."""
+    held: list[socket.socket] = []
+    try:
+        while len(held) < n:
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", free_port()))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 PORTS_FROM = 10000
@@ -121,7 +144,8 @@ class NatsServer:
     auth: str = ""
     """the server's authorization block (see render_config); empty = open"""
     http_port: int | None = None
-    """Where the server's monitoring endpoint listens (on 127.0.0.1), if anywhere."""
+    """Where the server's monitoring endpoint listens (on 127.0.0.1), if anywhere; 0: a free port
+    chosen at the start (chosen again with the client port when either was taken)."""
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
@@ -137,6 +161,9 @@ class NatsServer:
     log_path: Path | None = field(default=None, init=False)
     reloaded: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set each time the server says it reloaded its config (its log, read as it comes)."""
+    port_taken: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set when the server says one of its ports is in use (a cluster node says it of its
+    route port after "Server is ready")."""
 
     @property
     def url(self) -> str:
@@ -148,7 +175,29 @@ class NatsServer:
         return render_config(self.port, self.data_dir / "jetstream", self.name, http_port=self.http_port, auth=self.auth,
                              host=self.host, tls=self.tls, insecure_network=self.insecure_network)
 
+    def chooses_port(self) -> bool:
+        """Is the client port ours to choose (none given yet)? A server started again keeps the
+        one its clients know; a cluster node's ports are in its peers' configs."""
+        return not self.port
+
     async def start(self, timeout: float = 20.0) -> NatsServer:
+        """Start and wait until ready. A port chosen here that another process takes before the
+        server binds it (PortInUse) is chosen again, `PORT_ATTEMPTS` times at most."""
+        attempts = PORT_ATTEMPTS if self.chooses_port() else 1
+        monitor_chosen = self.http_port == 0
+        for attempt in range(1, attempts + 1):
+            if monitor_chosen:
+                self.http_port = free_port()
+            try:
+                return await self._start_once(timeout)
+            except PortInUse:
+                if attempt == attempts:
+                    raise
+                self.port = 0
+        raise AssertionError("unreachable")
+
+    async def _start_once(self, timeout: float) -> NatsServer:
+        self.port_taken.clear()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
         _write_private(conf, self.config_text())  # may hold the auth service's password
@@ -162,7 +211,9 @@ class NatsServer:
             await asyncio.wait_for(self._until_ready(), timeout)
         except (TimeoutError, ServerError):
             await self.stop()
-            raise ServerError(f"nats-server {self.name} did not become ready on port {self.port}; see {self.log_path}") from None
+            error = PortInUse if self.port_taken.is_set() else ServerError
+            raise error(f"nats-server {self.name} did not become ready on port {self.port}"
+                        f"{' (a port of its was in use)' * self.port_taken.is_set()}; see {self.log_path}") from None
         return self
 
     async def _until_ready(self) -> None:
@@ -173,6 +224,7 @@ class NatsServer:
                 if not line:
                     raise ServerError("nats-server exited during start")
                 log.write(line)
+                self._saw(line)
                 if READY_LINE in line:
                     break
         # Keep draining stderr into the log so the server never blocks on a full pipe.
@@ -189,6 +241,8 @@ class NatsServer:
     def _saw(self, line: bytes) -> None:
         if RELOADED in line:
             self.reloaded.set()
+        if IN_USE in line:
+            self.port_taken.set()
 
     async def reload(self, timeout: float = 10.0) -> None:
         """Have the server read its config and certificate files again (SIGHUP); returns once it
@@ -343,16 +397,29 @@ def _write_private(path: Path, text: str) -> None:
 
 def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0,
                    auth: str = "", tls: ServerTls | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """For synchronous callers (pytest session fixtures): start and wait until ready.
+    """For synchronous callers (pytest session fixtures): start and wait until ready. A port
+    chosen here (`port` 0) that another process takes first is chosen again, as in
+    `NatsServer.start`.
 
     A thread copies the server's stderr to its log for the server's whole life: a Go program
     writing to a closed stderr pipe dies of SIGPIPE."""
+    attempts = 1 if port else PORT_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_blocking_once(data_dir, port or free_port(), name, timeout, auth, tls)
+        except PortInUse:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_blocking_once(data_dir: Path, port: int, name: str, timeout: float, auth: str,
+                         tls: ServerTls | None) -> tuple[subprocess.Popen[bytes], str]:
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
     conf = data_dir / "nats.conf"
     _write_private(conf, render_config(port, data_dir / "jetstream", name, auth=auth, tls=tls))
     proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ready = threading.Event()
+    said, up, taken = threading.Event(), threading.Event(), threading.Event()
 
     def copy() -> None:
         assert proc.stderr is not None
@@ -360,12 +427,17 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
             for line in proc.stderr:
                 log.write(line)
                 log.flush()
+                if IN_USE in line:
+                    taken.set()
                 if READY_LINE in line:
-                    ready.set()
-        ready.set()  # exited: wake the waiter, which then sees the exit
+                    up.set()
+                    said.set()
+        said.set()  # its stderr ended (it exits, maybe not reaped yet): wake the waiter
 
     threading.Thread(target=copy, name=f"nats-log-{port}", daemon=True).start()
-    if not ready.wait(timeout) or proc.poll() is not None:
+    if not said.wait(timeout) or not up.is_set() or proc.poll() is not None:
         proc.kill()
-        raise ServerError(f"nats-server did not become ready; see {data_dir / 'nats-server.log'}")
+        proc.wait()
+        error = PortInUse if taken.is_set() else ServerError
+        raise error(f"nats-server did not become ready on port {port}; see {data_dir / 'nats-server.log'}")
     return proc, server_url("127.0.0.1", port, tls is not None)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from muster.bus.server import DataDirLock, NatsServer, ServerError, append_private, free_port, reachable
+from muster.bus.server import DataDirLock, NatsServer, ServerError, append_private, reachable
 from muster.tls.context import CA_ENV, check_listen
 
 from .exits import STAY_DOWN_EXIT
@@ -44,6 +44,8 @@ from .tls import DeploymentTls, reload_child
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
 
 READY = b'"started"'
+LISTENING = b'"listening"'
+"""A service with a port says where it listens before it says it started (the tracker: its URL)."""
 RELOADED = b'"certificate reloaded"'
 RELOADING = ("notifier", "pool", "planner")
 """The services that read their operator's files again on SIGHUP (`muster reload`)."""
@@ -95,6 +97,8 @@ class Child:
     """It leaves the deployment when it exits (`Deployment.retire`)."""
     last_line: str = ""
     """Its last log line: why it exited during start."""
+    port: int = 0
+    """The port it said it listens on (a tracker), if any."""
     reloaded: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when it says it reloaded (a tracker its certificate, a notifier its settings: after SIGHUP)."""
     reload_said: str = ""
@@ -204,6 +208,9 @@ class Deployment:
     given_up: dict[str, str] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
     """How often each process was started again after an exit (`muster ps` shows it)."""
+    bound_ports: dict[str, int] = field(default_factory=dict)
+    """Process name -> the port it got when given `--port 0` (a tracker): it keeps it at its
+    restarts, where its clients know to find it."""
 
     def __post_init__(self) -> None:
         self.lock = DataDirLock(self.data_dir)
@@ -249,11 +256,14 @@ class Deployment:
                 await self.server.start()
                 self.nats_url = self.server.url
             (self.data_dir / "nats.url").write_text(self.nats_url)
-            self.tracker_port = self.tracker_port or free_port()
-            (self.data_dir / "tracker.url").write_text(self.tracker_url)
             await self.start_auth()
             commands = {name: args for name, args in self.commands().items() if name != "auth"}
             await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
+            # No --tracker-port: each tracker was given 0, bound a port of the kernel's and said
+            # which (a port chosen here could be taken by another process before it bound it).
+            self.tracker_port = self.tracker_port or next(
+                (self.bound_ports[n] for n in self.processes("tracker") if n in self.bound_ports), 0)
+            (self.data_dir / "tracker.url").write_text(self.tracker_url)
             self._describe()
             if self.supervise:
                 for name in [SERVER] * (self.server is not None) + [c.name for c in self.children]:
@@ -308,6 +318,8 @@ class Deployment:
                 own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
                 own = ["--instance", name] if service in ("pool", "governance") else own
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
+                if name in self.bound_ports:  # (the last --port counts)
+                    out[name] += ["--port", str(self.bound_ports[name])]
         return out
 
     def _tracker_tls(self) -> list[str]:
@@ -525,6 +537,9 @@ class Deployment:
             await asyncio.wait_for(ready, timeout)
         except TimeoutError:
             raise StartError(f"{name} did not start within {timeout:g}s; see {child.log_path}") from None
+        if child.port and _last_option(args, "--port") == "0":
+            self.bound_ports[name] = child.port
+            child.args = [*args, "--port", str(child.port)]  # its restarts keep it
         return child
 
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:
@@ -535,6 +550,8 @@ class Deployment:
                 log.flush()
                 if line.strip():
                     child.last_line = line.decode(errors="replace").strip()
+                if not ready.done() and LISTENING in line:
+                    child.port = _said_port(line)
                 if not ready.done() and READY in line:
                     ready.set_result(None)
                     child.started.set()
@@ -720,6 +737,21 @@ def tenant_names(tenants: str) -> tuple[str, ...]:
 
 def _option(args: list[str], name: str) -> str | None:
     return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _last_option(args: list[str], name: str) -> str | None:
+    """The value an option has (click keeps the last one given)."""
+    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == name]
+    return values[-1] if values else None
+
+
+def _said_port(line: bytes) -> int:
+    """The port in a `listening` log line's URL (0 if none can be read)."""
+    try:
+        url = str(json.loads(line).get("url", ""))
+        return int(url.rsplit(":", 1)[1])
+    except (ValueError, IndexError, AttributeError):
+        return 0
 
 
 def local_principal() -> str:

@@ -171,7 +171,7 @@ class AuthService:
         stream = msg.subject.rsplit(".", 1)[-1]
         if stream in {replicas.kv_stream(b) for b in replicas.BUCKETS}:
             try:
-                await replicas.ensure_replicas(self.nc.jetstream(), stream, self.replicas)
+                await replicas.ensure_replicas(self.nc.jetstream(), stream, self.replicas, may_update=True)
             except Exception as err:  # noqa: BLE001 - told; the next start looks again
                 log.warning("a bucket's replicas could not be checked", stream=stream, error=str(err) or type(err).__name__)
 

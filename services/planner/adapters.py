@@ -128,6 +128,8 @@ class NatsWorkers:
             except NotFoundError:
                 last = None
             live = last is not None and is_record(last.headers, last.data)
+            if live:
+                self.sessions.gone_found.pop(pid, None)
             settled = self.sessions.settled.get(pid)
             if live and settled is None:
                 out[pid] = 0
@@ -157,8 +159,15 @@ class NatsWorkers:
         last one's, whose expiry the leader shows); until then 0, asking again then."""
         if not any(isinstance(r, sessions.Registered) for r in history):
             return 0
-        watch = self.sessions
-        if watch.watching_since is None:  # no watch (yet): the record alone, as before (decision 54, "Left")
+        watch, now = self.sessions, asyncio.get_running_loop().time()
+        if watch.watching_since is None:
+            # No watch (yet): when the last writer's record was last there is not known, but every
+            # session registered here was replaced or stopped before the record was first found
+            # gone, so each has stopped a TTL after that (the last writer's own counted too).
+            at = sessions.earlier_stopped(history, None, watch.gone_found.setdefault(pid, now)).at
+            if at > now:
+                watch.ask_again(pid, tenant, at)
+                return 0
             return ALL
         if pid in watch.current:  # the watch has not seen it go yet: asked again when it does
             return 0
@@ -193,6 +202,8 @@ class Sessions:
         """Each id's last session the watch saw, and when it first saw it (kept once it goes)."""
         self.watching_since: float | None = None
         """When the watch had read the records there were (None: not watching yet)."""
+        self.gone_found: dict[str, float] = {}
+        """Without a watch: when `NatsWorkers.ended` first found each id's record gone."""
         self.on_settled: Callable[[str], None] | None = None
         self._ttl: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}

@@ -5,8 +5,9 @@ enough (`Sessions`).
 A watch that cannot start (the bucket unreadable: a cluster without a leader for the stream yet,
 a stream of other settings in its place) is started again after a backoff that doubles, each
 failure logged, until it starts or the planner stops: until then a cancel still finds the
-claimers gone when it closes its fence (it asks the bucket itself), and what goes in the
-meantime waits for its attempts' timeouts. Before, such a planner never watched.
+claimers gone when it closes its fence (it asks the bucket itself, and waits for the sessions
+registered on the log from when it first found a record gone), and what goes in the meantime
+waits for its attempts' timeouts. Before, such a planner never watched.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The embedded deployment as a process manager (issue #18.4): a child that keeps crashing is
 given up on with a clear message while the others keep running; a killed nats-server comes
-back on the same port and store."""
+back on the same port and store, a killed tracker on the port it got."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -98,6 +99,19 @@ async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervi
         reply = await client.request(CreateCluster(name="after", template="hadoop-small", nodes=2), tenant="default")
         assert isinstance(reply, Accepted), reply
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
+
+
+async def test_a_killed_tracker_comes_back_on_the_port_it_got(supervised: tuple[Deployment, Notes]) -> None:
+    """No --tracker-port: the tracker was given 0 and said which port it bound; started again,
+    it is given that port, where `tracker.url` and the clients know to find it."""
+    deployment, notes = supervised
+    url = deployment.tracker_url
+    assert deployment.tracker_port and (deployment.data_dir / "tracker.url").read_text() == url
+    os.kill(deployment.child("tracker").pid, signal.SIGKILL)
+    await notes.wait_for("tracker is running again")
+    assert deployment.tracker_url == url and deployment.child("tracker").port == deployment.tracker_port
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/healthz") as resp:
+        assert resp.status == 200
 
 
 async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:

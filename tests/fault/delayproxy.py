@@ -26,7 +26,7 @@ Key = tuple[str, str]
 class Proxy:
     def __init__(self) -> None:
         self.delays: dict[Key, float] = {}
-        self.servers: list[asyncio.AbstractServer] = []
+        self.servers: list[asyncio.Server] = []
         self.links = 0
 
     def delay(self, client: str, listener: str) -> float:

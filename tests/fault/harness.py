@@ -38,10 +38,10 @@ from contracts import subjects
 from contracts.catalog import Catalog, Service
 from contracts.commands import Accepted
 from contracts.events import EVENT_TYPES, FINAL_JOB_EVENTS
-from muster.bus.cluster import NODES, ClusterNode, loopback_cluster, start_cluster
+from muster.bus.cluster import NODES, ClusterNode, start_loopback_cluster
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
-from muster.bus.server import NatsServer, free_port
+from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
 from muster.bus.wire import flush
 from muster.catalog.files import load_catalog
@@ -197,11 +197,10 @@ class FaultStack:
         keys = AuthKeys.load_or_create(base / "auth")
         deployment_tls = DeploymentTls(base / "tls") if tls else None
         node_tls = _node_certificates(deployment_tls) if deployment_tls else None
-        nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)],
-                                 auth=server_auth_config(keys.issuer_public, keys.bus_secret), tls=node_tls)
+        nodes, url = await start_loopback_cluster(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret),
+                                                  tls=node_tls)
         stack_: FaultStack | None = None
         try:
-            url = await start_cluster(nodes)
             # With TLS, a process that exits unasked is started again, as by `muster up` or
             # compose (a rotation's reload can end a connection for good: docs/security.md).
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,

@@ -18,10 +18,10 @@ from contracts import subjects
 from contracts.commands import Accepted, AddServices, CreateCluster
 from contracts.events import JobPaused, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
-from muster.bus.cluster import loopback_cluster, start_cluster
+from muster.bus.cluster import start_loopback_cluster
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.server import NatsServer, free_port
+from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
 from muster.catalog.store import apply_catalog
 
@@ -121,9 +121,8 @@ async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: s
 async def test_a_read_right_after_a_write_sees_it_on_a_replicated_stream(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUSTER_REPLICAS", "3")
-    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
+    nodes, url = await start_loopback_cluster(tmp_path)
     try:
-        url = await start_cluster(nodes)
         admin = await connect(url, name="admin")
         try:
             await create_streams(admin, 3)
@@ -154,9 +153,8 @@ async def test_a_read_right_after_a_write_sees_it_on_a_replicated_stream(tmp_pat
 async def _four_provisioners_on_a_cluster(tmp_path: Path) -> AsyncIterator[list[EventStore]]:
     """A 3-node cluster with the log's streams replicated 3 times, and four provisioners'
     connections' event stores on it."""
-    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
+    nodes, url = await start_loopback_cluster(tmp_path)
     try:
-        url = await start_cluster(nodes)
         conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]
         try:
             await create_streams(conns[0], 3)

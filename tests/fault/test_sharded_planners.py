@@ -31,7 +31,6 @@ from contracts.events import JobSucceeded
 from contracts.records import Recorded
 from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
 from muster.bus.eventstore import EventStore
-from muster.bus.server import free_port
 from muster.bus.shards import BUCKET
 from muster.bus.wire import flush
 
@@ -47,13 +46,12 @@ and the take-up (each a few seconds); a generous one costs nothing when it comes
 
 
 def sharded_options(base: Path) -> dict[str, list[str]]:
-    """compose.yaml's options; each planner a stable instance name and a short lease TTL, the
-    second tracker a port of its own, each provisioner its own directory."""
+    """compose.yaml's options; each planner a stable instance name and a short lease TTL, each
+    provisioner its own directory (each tracker binds a port the kernel gives it)."""
     options = {service: list(args) for service, args in SERVICE_OPTIONS.items()}
     options["planner"] += ["--lease-ttl", str(TTL), "--task-timeout", "60"]
     for i in range(1, PLANNERS + 1):
         options[f"planner-{i}"] = ["--instance", f"planner-{i}"]
-    options["tracker-2"] = ["--port", str(free_port())]
     for i in range(1, SERVICE_REPLICAS["provisioner"] + 1):
         options[f"provisioner-{i}"] = ["--work-dir", str(base / "work" / f"provisioner-{i}")]
     return options

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
-from muster.bus.server import free_port
 
 from .harness import FaultStack, demo_catalog
 from .netns import available
@@ -39,7 +38,6 @@ def soak_options(base: Path) -> dict[str, list[str]]:
     options["provisioner"] = ["--capacity", "16", "--ack-wait", "2"]
     for i in range(1, SERVICE_REPLICAS["planner"] + 1):
         options[f"planner-{i}"] = ["--instance", f"planner-{i}"]  # named in the log (Muster-Writer)
-    options["tracker-2"] = ["--port", str(free_port())]
     for i in range(1, SERVICE_REPLICAS["provisioner"] + 1):
         options[f"provisioner-{i}"] = ["--work-dir", str(base / "work" / f"provisioner-{i}")]
     return options

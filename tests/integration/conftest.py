@@ -16,7 +16,6 @@ from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from muster.bus.eventstore import EventStore, recorded_from_msg
-from muster.bus.server import free_port
 from muster.destinations import Allowed
 from services.notifier.domain.signing import DELIVERY
 
@@ -65,6 +64,12 @@ class Webhook:
             await sub.unsubscribe()
 
 
+async def serve_on_loopback(runner: web.AppRunner) -> int:
+    """Serve on a port of the kernel's choosing (none chosen first that another process could take); its number."""
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return int(runner.addresses[0][1])
+
+
 @pytest_asyncio.fixture
 async def webhook() -> AsyncIterator[Webhook]:
     receiver = Webhook()
@@ -72,8 +77,7 @@ async def webhook() -> AsyncIterator[Webhook]:
     app.router.add_post("/hook", receiver.handle)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    port = await serve_on_loopback(runner)
     receiver.url = f"http://127.0.0.1:{port}/hook"
     try:
         yield receiver
@@ -92,8 +96,7 @@ async def moved(webhook: Webhook) -> AsyncIterator[str]:
     app.router.add_post("/moved", redirect)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    port = await serve_on_loopback(runner)
     try:
         yield f"http://127.0.0.1:{port}/moved"
     finally:

@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
-from muster.bus.server import free_port
+from muster.bus.cluster import ClusterNode, start_loopback_cluster
 
 
 @pytest_asyncio.fixture
 async def nodes(tmp_path: Path) -> AsyncIterator[list[ClusterNode]]:
-    made = loopback_cluster(tmp_path / "nats", [(free_port(), free_port()) for _ in range(3)])
+    made, _ = await start_loopback_cluster(tmp_path / "nats")
     try:
-        await start_cluster(made)
         yield made
     finally:
         for node in made:

@@ -26,8 +26,6 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-from muster.bus.server import free_port
-
 UBUNTU_AMI = "ami-785db401"
 """One of moto's default images in every region (Ubuntu 16.04)."""
 
@@ -56,26 +54,27 @@ main(["-H", "127.0.0.1", "-p", sys.argv[1]])
 async def moto_ec2(timeout: float = 60.0, *, auth: bool = False, as_aws: bool = True) -> AsyncIterator[dict[str, object]]:
     """Yields the driver arguments that point libcloud's ec2 driver at the local endpoint
     (`as_aws=False`: moto's server as it is, which the driver reads nothing from)."""
-    port = free_port()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     if auth:
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
     server = _SERVER if as_aws else "import sys; from moto.server import main; main(['-H', '127.0.0.1', '-p', sys.argv[1]])"
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", server, str(port), env=env,
+    # port 0: it binds one of the kernel's and says which ("Running on http://127.0.0.1:N"), so
+    # no port is chosen here that another process could take before it binds
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", server, "0", env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None
     seen: list[str] = []
 
-    async def running() -> None:
+    async def running() -> int:
         assert proc.stdout is not None
         async for raw in proc.stdout:
             seen.append(raw.decode(errors="replace").strip())
             if "Running on" in seen[-1]:
-                return
+                return int(seen[-1].rsplit(":", 1)[1].split()[0])
         raise RuntimeError("moto server exited: " + " | ".join(seen[-5:]))
 
     try:
-        await asyncio.wait_for(running(), timeout)
+        port = await asyncio.wait_for(running(), timeout)
         drain = asyncio.ensure_future(proc.stdout.read())  # its request log, so the pipe never fills
         yield {"host": "127.0.0.1", "port": port, "secure": False, "signature_version": "4"}
     finally:
@@ -111,7 +110,7 @@ class CuttingProxy:
     port) brings the endpoint back, passing everything."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port, self.port = target_port, free_port()
+        self.target_port, self.port = target_port, 0  # 0 until the first start binds one of the kernel's
         self.cut_after: bytes | None = None
         self.cut = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -119,6 +118,7 @@ class CuttingProxy:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]  # (started again: the same one)
 
     async def stop(self) -> None:
         if self._server is not None:

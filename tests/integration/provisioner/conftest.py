@@ -85,44 +85,19 @@ async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
         (d / name).chmod(0o600)
     (d / "authorized_keys").write_bytes(client_key.export_public_key())
     (d / "authorized_keys").chmod(0o600)
-    port = free_port()
-    (d / "sshd_config").write_text(
-        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/ssh_host_ed25519_key\nPidFile {d}/sshd.pid\n"
-        f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
-        "LogLevel VERBOSE\n"
-    )
+    config = (f"ListenAddress 127.0.0.1\nHostKey {d}/ssh_host_ed25519_key\nPidFile {d}/sshd.pid\n"
+              f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+              "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+              "LogLevel VERBOSE\n")
+    (d / "sshd_config").write_text(f"{config}Port {free_port()}\n")
     check = await asyncio.create_subprocess_exec(
         str(SSHD), "-t", "-f", str(d / "sshd_config"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     out, _ = await check.communicate()
     if check.returncode != 0:
         pytest.skip(f"sshd rejects the test config: {out.decode(errors='replace').strip()}")
-    # -D: stay in the foreground as our child; -e: log to stderr, where we see it start listening.
-    proc = await asyncio.create_subprocess_exec(
-        str(SSHD), "-D", "-e", "-f", str(d / "sshd_config"), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    log: list[str] = []
-    listening = asyncio.get_running_loop().create_future()
-
-    async def follow() -> None:
-        assert proc.stderr is not None
-        async for raw in proc.stderr:
-            line = raw.decode(errors="replace").rstrip()
-            log.append(line)
-            if "Server listening on" in line and not listening.done():
-                listening.set_result(True)
-        if not listening.done():
-            listening.set_exception(RuntimeError("sshd exited: " + " | ".join(log[-5:])))
-
-    follower = asyncio.ensure_future(follow())
+    proc, port, log, follower = await _sshd_on_a_free_port(d, config)
     try:
-        try:
-            await asyncio.wait_for(asyncio.shield(listening), SSHD_START_TIMEOUT_S)
-        except (TimeoutError, RuntimeError) as err:
-            pytest.skip(f"sshd did not start: {err}")
         yield Sshd(
             host="127.0.0.1", port=port, user=getpass.getuser(), client_key=d / "client_key",
             host_key=host_key.export_public_key().decode().strip(), log=log,
@@ -134,6 +109,51 @@ async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
             await asyncio.wait_for(proc.wait(), SSHD_START_TIMEOUT_S)
         await follower
         shutil.rmtree(d, ignore_errors=True)
+
+
+SSHD_ATTEMPTS = 5
+
+
+async def _sshd_on_a_free_port(d: Path, config: str) -> tuple[asyncio.subprocess.Process, int, list[str], asyncio.Future[None]]:
+    """sshd started on a free port (it cannot be given 0 and say which it got): one that another
+    process took between the choice and sshd's bind ("Address already in use") is chosen again,
+    `SSHD_ATTEMPTS` times at most; skips the test when sshd does not start otherwise."""
+    for attempt in range(1, SSHD_ATTEMPTS + 1):
+        port = free_port()
+        (d / "sshd_config").write_text(f"{config}Port {port}\n")
+        # -D: stay in the foreground as our child; -e: log to stderr, where we see it start listening.
+        proc = await asyncio.create_subprocess_exec(
+            str(SSHD), "-D", "-e", "-f", str(d / "sshd_config"), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )
+        log: list[str] = []
+        listening: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        async def follow(proc: asyncio.subprocess.Process = proc, log: list[str] = log,
+                         listening: asyncio.Future[bool] = listening) -> None:
+            assert proc.stderr is not None
+            async for raw in proc.stderr:
+                line = raw.decode(errors="replace").rstrip()
+                log.append(line)
+                if "Server listening on" in line and not listening.done():
+                    listening.set_result(True)
+            if not listening.done():
+                listening.set_exception(RuntimeError("sshd exited: " + " | ".join(log[-5:])))
+
+        follower = asyncio.ensure_future(follow())
+        try:
+            await asyncio.wait_for(asyncio.shield(listening), SSHD_START_TIMEOUT_S)
+        except (TimeoutError, RuntimeError) as err:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, 15)  # stop it by its PID
+            await proc.wait()
+            await follower
+            if "Address already in use" in str(err) and attempt < SSHD_ATTEMPTS:
+                continue
+            pytest.skip(f"sshd did not start: {err}")
+        return proc, port, log, follower
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------------- namespace nodes

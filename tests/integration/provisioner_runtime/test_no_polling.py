@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
-from muster.bus.server import NatsServer, free_port
+from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
 from muster.bus.wire import flush
 from services.provisioner.worker import WorkerConfig, Workers
@@ -40,8 +40,8 @@ async def _sent(http: aiohttp.ClientSession, url: str, name: str) -> int:
 
 async def test_an_idle_worker_sends_nothing_but_its_long_pull(tmp_path: Path) -> None:
     async with AsyncExitStack() as stack:
-        monitor = free_port()
-        server = await NatsServer(tmp_path / "nats", name="idle", http_port=monitor).start()
+        server = await NatsServer(tmp_path / "nats", name="idle", http_port=0).start()  # (0: chosen at its start)
+        monitor = server.http_port
         stack.push_async_callback(server.stop)
         nc = await connect(server.url, name="test")
         stack.push_async_callback(nc.close)

@@ -4,6 +4,7 @@ clients, reloaded on SIGHUP, and never plain HTTP beyond loopback unless told.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import ssl
@@ -16,20 +17,19 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from muster.bus.server import free_port
 from muster.tls.ca import LocalCA, Pair
 from muster.tls.context import http_ssl, served_serial
 
 pytestmark = pytest.mark.nats
 
 
-async def _until(stream: asyncio.StreamReader, marker: bytes) -> None:
+async def _until(stream: asyncio.StreamReader, marker: bytes) -> bytes:
     while True:
         line = await stream.readline()
         if not line:
             raise AssertionError(f"the tracker exited before saying {marker!r}")
         if marker in line:
-            return
+            return line
 
 
 @dataclass
@@ -48,13 +48,14 @@ async def tracker(nats_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
     data_dir = tmp_path_factory.mktemp("https")
     ca = LocalCA.load_or_create(data_dir / "tls")
     pair = ca.issue(data_dir / "tls" / "servers" / "tracker", "muster tracker", ["127.0.0.1"])
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "muster", "tracker", "--nats-url", nats_url, "--port", str(port),
+    proc = await asyncio.create_subprocess_exec(  # port 0: it binds one of the kernel's and says which
+        sys.executable, "-m", "muster", "tracker", "--nats-url", nats_url, "--port", "0",
         "--tls-cert", str(pair.cert), "--tls-key", str(pair.key),
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, env={**os.environ, "MUSTER_LOG_LEVEL": "INFO"})
     assert proc.stderr is not None
     try:
+        listening = json.loads(await asyncio.wait_for(_until(proc.stderr, b'"listening"'), 60))
+        port = int(listening["url"].rsplit(":", 1)[1])
         await asyncio.wait_for(_until(proc.stderr, b'"started"'), 60)
         yield Tracker(f"https://127.0.0.1:{port}", data_dir, ca, pair, proc)
     finally:

@@ -63,8 +63,16 @@ async def test_a_record_gone_ends_every_claim_once_the_sessions_it_replaced_must
     workers, loop = NatsWorkers(None, log_=None), asyncio.get_running_loop()  # type: ignore[arg-type]
     history: list[Registered | Deregistered] = [Registered(5, "s0", 100.0), Registered(9, "s1", 1.0)]
     watch = workers.sessions
-    assert workers._all_stopped("t1", "p1", history) == ALL  # no watch (yet): the record alone, as before
     assert workers._all_stopped("t1", "p1", []) == 0  # never registered: not known
+    # No watch (yet): from when the record was first found gone, the longest TTL registered here
+    # (until session 27 the record alone: ALL at once, while s0 might run on).
+    assert workers._all_stopped("t1", "p1", history) == 0
+    found = watch.gone_found["p1"]
+    assert watch._again[("p1", "t1")].when() >= found + 100
+    assert workers._all_stopped("t1", "p1", history) == 0 and watch.gone_found["p1"] == found  # (the first finding stands)
+    watch.gone_found["p1"] = found - 100  # (as if first found gone 100 s ago)
+    assert workers._all_stopped("t1", "p1", history) == ALL
+    watch._again.pop(("p1", "t1")).cancel()
     watch.watching_since = loop.time()
     assert workers._all_stopped("t1", "p1", history) == 0  # the watch never saw it: from when it started
     assert watch._again[("p1", "t1")].when() >= watch.watching_since + 100
