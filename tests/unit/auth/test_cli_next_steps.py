@@ -46,3 +46,29 @@ async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoam
         await reads._check(Refused())  # type: ignore[arg-type]
     assert str(raised.value) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{new_token('alice')}"
     assert "`muster token create --for alice --save FILE`" in new_token("alice")
+
+
+async def test_a_read_without_any_token_says_where_it_looked_not_to_ask_an_admin() -> None:
+    """Walk of session 27: `muster cluster list` from a folder without `.muster` said "the tracker
+    refused the token from none" and sent the newcomer to an admin for a new token, while the
+    one `muster up` made was in the folder they had just left."""
+    import pytest
+
+    from muster.cli_support import CliError
+    from muster.tracker_client import TrackerReads
+
+    class Refused:
+        status = 401
+
+        async def json(self) -> dict[str, object]:
+            return {"error": {"status": 401, "message": "this route needs a token"}}
+
+    reads = object.__new__(TrackerReads)
+    reads._source, reads._principal = "none", "anonymous"
+    with pytest.raises(CliError) as raised:
+        await reads._check(Refused())  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert said.startswith("the tracker refused a client without a token: none in $MUSTER_TOKEN, $MUSTER_CREDENTIALS,"), said
+    assert "MUSTER_DATA_DIR" in said and "the folder `muster up` runs in" in said
+    assert "from none" not in said and "an admin" not in said
+    assert raised.value.exit_code == 4
