@@ -21,6 +21,7 @@ from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
 from muster.tables import print_rows
+from muster.times import shown_time
 from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
@@ -357,7 +358,7 @@ async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> 
             echo_json(r)
         return
     print_rows(f"history of {name!r}" + (f" (tenant {tenant!r})" if tenant else ""), ["kind", "version", "time", "by", "changed", "seq"],
-               [[KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], _changed(r), str(r["seq"])] for r in rows], out)
+               [[KIND_LABEL[r["kind"]], f"v{r['version']}", shown_time(r["time"]), r["by"], _changed(r), str(r["seq"])] for r in rows], out)
 
 
 def _changed(r: dict[str, Any]) -> str:
