@@ -74,6 +74,11 @@ class TrackerReads:
         self.log_end = 0
         """Where the log stood when the last finished read began (its `end`)."""
 
+    @property
+    def principal(self) -> str | None:
+        """Who the token in use is (for a message's next step), None without one."""
+        return None if self._source == "none" else self._principal
+
     async def __aenter__(self) -> TrackerReads:
         import aiohttp
 
