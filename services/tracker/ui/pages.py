@@ -89,7 +89,7 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         raise NotFound(f"{state[:40]!r} is not a job state; states are {', '.join(api.JOB_STATES)}.")
     shown = [j for j in reads.jobs(tracker_of(request), viewer.tenant, state) if viewer.may_job("read", j["id"], j["cluster_id"])]
     names = {c["id"]: c["name"] for c in reads.clusters(tracker_of(request), viewer.tenant)}  # as `muster job list` names them
-    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names,
+    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names, why_not_all=viewer.why_not_cluster("read", "*"),
                   state=state, states=api.JOB_STATES)
 
 

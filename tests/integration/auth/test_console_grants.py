@@ -210,3 +210,6 @@ async def test_a_viewer_who_may_read_no_cluster_is_told_why_not_that_there_are_n
     assert ("No clusters of tenant a that you may read: nogrant has no read permission on every cluster of tenant a "
             "(a tenant admin can give it: muster grant nogrant read --scope 'cluster:*').") in said, said
     assert " yet." not in said and "Create one" not in said
+    status, page = await console.get("/ui/jobs", "nogrant")  # (it said "No jobs in tenant a.")
+    said = " ".join(html.unescape(page).split())
+    assert status == 200 and JOBS[X] not in page and "No jobs of tenant a that you may read: nogrant has no read permission" in said, said
