@@ -119,3 +119,10 @@ def test_muster_help_names_every_permission_and_every_process_reload_reaches() -
     choices = next(p for p in grant.params if p.name == "permission").type.choices  # type: ignore[attr-defined]
     assert all(choice in COMMANDS["grant"][1] for choice in choices)
     assert all(word in COMMANDS["reload"][1] for word in ("notifier", "pool service", "planners"))
+
+
+def test_lease_says_what_it_is_on_a_template_without_one() -> None:
+    """Walk of session 27: `--lease` read "lease shorter than the template's" on the demo's
+    template, which has none; `--lease 2h` gives such a cluster a lease, and `--lease 0s` none."""
+    said = " ".join(CliRunner().invoke(main, ["cluster", "create", "--help"]).output.split())
+    assert "at most the template's lease; any, on a template without one (0: none)" in said
