@@ -21,6 +21,12 @@ _OBJECTS = {"Rolling": '{"batch": 2, "tolerance": 0} (a batch of nodes, or a per
 `--rolling 2` reads): pydantic said "a valid dictionary or instance of Rolling"."""
 
 
+_BOUNDS = {"less_than_equal": ("le", "over the limit: at most"), "greater_than_equal": ("ge", "under the limit: at least"),
+           "less_than": ("lt", "over the limit: less than"), "greater_than": ("gt", "under the limit: more than")}
+"""A number out of its range, said with the range: `nodes: 20000 is over the limit: at most 10000`
+(it read "Input should be less than or equal to 10000")."""
+
+
 def _pattern_words(pattern: str) -> str | None:
     bounded = _BOUNDED_WORD.fullmatch(pattern)
     if bounded:
@@ -39,6 +45,10 @@ def problem_text(problem: Any) -> str:
             return f"{shown!r} is not allowed here: {words}"
     if problem.get("type") == "string_too_short" and (problem.get("ctx") or {}).get("min_length") == 1:
         return "is empty: give a value"  # (an empty policy file read "String should have at least 1 character")
+    bound = _BOUNDS.get(str(problem.get("type")))
+    if bound is not None:
+        key, words = bound
+        return f"{problem.get('input')!s:.40} is {words} {(problem.get('ctx') or {}).get(key)}"
     if problem.get("type") == "model_type":
         name = str((problem.get("ctx") or {}).get("class_name", ""))
         example = _OBJECTS.get(name)

@@ -35,12 +35,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tenant": ("muster.auth_cli:tenant", "Tenants: create, list (super admins)."),
     "user": ("muster.auth_cli:user", "Users and admins: create, list, disable."),
     "token": ("muster.auth_cli:token", "Bearer tokens: create (shown once), list, revoke."),
-    "grant": ("muster.auth_cli:grant", "Give a principal read/write/execute/grant on a scope."),
+    "grant": ("muster.auth_cli:grant", "Give a principal read, write, execute, grant or approve on a scope."),
     "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
     "ps": ("muster.runtime.ps:ps", "The running muster up's processes: PIDs, alive or not, restarts, logs."),
-    "reload": ("muster.runtime.reload:reload", "Have the running muster up's notifiers read their secrets and allow files again."),
+    "reload": ("muster.runtime.reload:reload", "Have the running muster up's notifier, pool service and planners read their secrets and allow files again."),
     "tls": ("muster.tls.cli:tls", "Certificates: issue them from a local CA; rotate a running deployment's."),
     "pool": ("services.pool.cli:pool", "Resource pools: add-hosts, list, show, configure, resolve, reset, remove-host; serve."),
     "governance": ("services.governance.entrypoint:main", "Run the governance service (rules, policies, schedules)."),
@@ -50,6 +50,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "notify": ("services.governance.cli:notify", "Notification subscriptions: add, list, remove, test."),
     "schedule": ("services.governance.schedule_cli:schedule", "Scheduled operations: create, list, pause, resume, delete."),
 }
+
+
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Run it", ("up", "down", "ps", "demo", "reload", "tls")),
+    ("Clusters and jobs", ("cluster", "job", "status", "watch", "history", "replay", "events")),
+    ("Catalog and dry runs without a bus", ("catalog", "solve", "plan")),
+    ("Access", ("whoami", "tenant", "user", "token", "grant", "revoke")),
+    ("Governance", ("rule", "policy", "notify", "schedule")),
+    ("Operators", ("pool", "provisioners", "planners")),
+    ("One service alone (muster up runs them all)", ("auth", "solver", "planner", "provisioner", "tracker", "governance", "notifier")),
+)
+"""`muster --help` in sections, by what a person is doing: one flat list of every name mixed the
+commands people use with the services `muster up` runs (`planner` beside `planners`, `notifier`
+beside `notify`), and a newcomer read `muster planner` as the way to see the planners."""
 
 
 TRACED = frozenset({"cluster", "job"})
@@ -62,8 +76,9 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+        for title, names in SECTIONS:
+            with formatter.section(title):
+                formatter.write_dl([(name, COMMANDS[name][1]) for name in names])
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         try:

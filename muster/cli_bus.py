@@ -252,11 +252,18 @@ async def reason_from_tracker(bus: Bus, url: str) -> str:
     return f"the tracker says: {body.get('error', {}).get('message', resp.status)}"
 
 
+def without_token(who: str) -> str:
+    """A command that found no token and was refused for it (no anonymous client while
+    authorization is on): where it looked, and the way on."""
+    return (f"the {who} refused a client without a token: none in {looked_in()}; run the command in the folder "
+            "`muster up` runs in, or export MUSTER_DATA_DIR=<the deployment's data directory> (or "
+            "MUSTER_CREDENTIALS=FILE, `muster token create`: docs/security.md)")
+
+
 def refused_message(source: str) -> str:
     """nats-server says only "Authorization Violation": what it may mean, and who can tell."""
-    if source == "none":  # (no token: the bus admits no anonymous client while authorization is on)
-        return (f"the bus refused a client without a token: none in {looked_in()}; export MUSTER_DATA_DIR=<the "
-                "deployment's data directory> (or MUSTER_CREDENTIALS=FILE, `muster token create`: docs/security.md)")
+    if source == "none":
+        return without_token("bus")
     return (f"the bus refused the token from {source}: it is malformed, unknown, expired or revoked, its principal is "
             "disabled, or the auth service is down (`muster whoami` asks the tracker which)")
 

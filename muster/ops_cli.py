@@ -107,7 +107,8 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
-@click.option("--lease", default=None, help="lease shorter than the template's (e.g. 2h, 7d)")
+@click.option("--lease", default=None, help="how long until the cluster is deleted (e.g. 2h, 7d): at most the template's lease; "
+                                            "any, on a template without one (0: none)")
 @relayout_option
 @pool_options
 @cluster_op

@@ -74,6 +74,11 @@ class TrackerReads:
         self.log_end = 0
         """Where the log stood when the last finished read began (its `end`)."""
 
+    @property
+    def principal(self) -> str | None:
+        """Who the token in use is (for a message's next step), None without one."""
+        return None if self._source == "none" else self._principal
+
     async def __aenter__(self) -> TrackerReads:
         import aiohttp
 
@@ -124,6 +129,10 @@ class TrackerReads:
             message = str((await resp.json())["error"]["message"])
         except (ValueError, KeyError, TypeError, aiohttp.ClientError):
             message = f"HTTP {resp.status}"
+        if resp.status == 401 and self._source == "none":
+            # (from a folder without `.muster`: it said "the token from none" and sent the user to
+            # an admin for a new token, where the one `muster up` made was a `cd` away)
+            raise CliError(cli_bus.without_token("tracker"), EXIT_DENIED)
         if resp.status == 401:
             # and the way on, as `whoami` says it (the commands said only that it was refused)
             raise CliError(f"the tracker refused the token from {self._source}: {message}\n{new_token(self._principal)}", EXIT_DENIED)

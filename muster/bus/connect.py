@@ -45,7 +45,8 @@ def _credentials_files() -> list[Path]:
     command (`--data-dir`) or named by $MUSTER_DATA_DIR (what `muster up` tells other shells to
     export) first."""
     data_dir = DATA_DIR.get() or os.environ.get("MUSTER_DATA_DIR")
-    return [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
+    found = [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
+    return list(dict.fromkeys(found))  # the default `--data-dir .muster` is the first default file: said once
 
 
 def missing_data_dir(url: str, default: str, data_dir: Path | None) -> str:

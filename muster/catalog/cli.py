@@ -21,6 +21,7 @@ from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
 from muster.tables import print_rows
+from muster.times import shown_time
 from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
@@ -218,6 +219,10 @@ def _print_changes(changes: Sequence[dict[str, Any]]) -> None:
             out.print(f"~ {label} {c['name']} (v{c['version']}): {', '.join(c['fields'])}")
 
 
+UNNAMED = "the token's principal"
+"""Who reads, in a message, when no token names them."""
+
+
 @catalog.command("diff")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @bus_options
@@ -231,8 +236,8 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
     async with TrackerReads(bus) as tracker:
         state, tenant, complete = await _read_catalog(tracker)
     if not complete:
-        raise CliError("diff checks the whole catalog, and the token's principal may read only part of it: it needs "
-                       f"read on catalog:* (or the tenant) of tenant {tenant}", EXIT_DENIED)
+        raise CliError(f"diff checks the whole catalog, and {tracker.principal or UNNAMED} may read "
+                       f"only part of it: it needs read on catalog:* (or the tenant) of tenant {tenant}", EXIT_DENIED)
     check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
     if as_json:
         echo_json({"changes": [c.to_json() for c in check.changes], "valid": check.ok,
@@ -274,9 +279,10 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
             out.print(f"no {KIND_LABEL[k]}s in the catalog of tenant {tenant!r}" + ("" if complete else " that you may read"))
         if not complete:
             creates = "; a cluster is made only from a template its creator may read" if k == "clustertemplates" else ""
-            err.print(f"note: the token's principal may read only part of the catalog of tenant {tenant!r}: the rest needs "
-                      f"read on catalog:{k}/<name> or catalog:* (a tenant admin can give it: muster grant PRINCIPAL read "
-                      f"--scope 'catalog:*'; docs/security.md){creates}")
+            who = tracker.principal  # named, as every other refusal names its reader (it said PRINCIPAL to bob)
+            err.print(f"note: {who or UNNAMED} may read only part of the catalog of tenant {tenant!r}: "
+                      f"the rest needs read on catalog:{k}/<name> or catalog:* (a tenant admin can give it: muster grant "
+                      f"{who or 'PRINCIPAL'} read --scope 'catalog:*'; docs/security.md){creates}")
         return
     if name not in entities:
         raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")
@@ -357,7 +363,7 @@ async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> 
             echo_json(r)
         return
     print_rows(f"history of {name!r}" + (f" (tenant {tenant!r})" if tenant else ""), ["kind", "version", "time", "by", "changed", "seq"],
-               [[KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], _changed(r), str(r["seq"])] for r in rows], out)
+               [[KIND_LABEL[r["kind"]], f"v{r['version']}", shown_time(r["time"]), r["by"], _changed(r), str(r["seq"])] for r in rows], out)
 
 
 def _changed(r: dict[str, Any]) -> str:

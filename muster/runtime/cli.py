@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp
 import click
 from rich.console import Console
-from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
@@ -31,6 +30,7 @@ from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliE
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
+from muster.tables import print_rows
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_connector, http_ssl
 from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
@@ -376,13 +376,11 @@ def start_errors(err: BaseException) -> CliError | None:
 # -- demo ------------------------------------------------------------------------------------
 
 
-def _layout_table(layout: dict[str, Any]) -> Table:
-    table = Table(title=f"layout: {layout['nodes']} nodes")
-    for col in ("count", "hardware", "image", "services"):
-        table.add_column(col)
-    for g in layout["layout"]:
-        table.add_row(str(g["count"]), g["hardwaretype"], g["imagetype"], ", ".join(g["services"]))
-    return table
+def show_layout(layout: dict[str, Any], console: Console) -> None:
+    """As every command's tables (muster.tables): in a pipe, plain columns with every value in full."""
+    print_rows(f"layout: {layout['nodes']} nodes", ["count", "hardware", "image", "services"],
+               [[str(g["count"]), g["hardwaretype"], g["imagetype"], ", ".join(g["services"])] for g in layout["layout"]],
+               console, heading=True)
 
 
 async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
@@ -485,7 +483,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         status = await _tracker_job(deployment, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
-            console.print(_layout_table(status["layout"]))
+            show_layout(status["layout"], console)
         if not isinstance(final, JobSucceeded):
             raise CliError(f"create ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         if keep:

@@ -17,19 +17,19 @@ from typing import Any
 import click
 from nats.aio.msg import Msg
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
-from contracts.pool_commands import AddHosts, ShowPool
+from contracts.pool_commands import AddHosts, RemoveHost, ShowPool
 from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.demo.pool_hosts import LocalPoolHosts, NamespacePoolHosts
 from muster.ops_session import follow
+from muster.tables import print_rows
 from services.pool import client as pools
 from services.tracker.render import resources_line
 
@@ -43,15 +43,13 @@ HOSTS = {"lab-large-1": {"cpu": 8, "memory": "16G", "labels": ["ssd"]},
          "lab-small-2": {"cpu": 2, "memory": "4G"}}
 
 
-def pool_table(view: dict[str, Any]) -> Table:
-    table = Table(title=f"pool lab: {view['hosts']} hosts, {view['free']} free, {view['waiting']} waiting")
-    for col in ("host", "address", "cpu", "labels", "state", "held by node"):
-        table.add_column(col)
-    for h in view.get("hosts_detail", []):
-        holder = h["holder"]
-        table.add_row(h["id"], f"{h['address']}:{h['port']}", str(h["properties"]["cpu"]), ",".join(h["properties"]["labels"]),
-                      h["state"], f"{holder['node_id']} of {holder['cluster_id'][:8]}" if holder else "")
-    return table
+def show_pool(view: dict[str, Any], console: Console) -> None:
+    """As every command's tables (muster.tables): in a pipe, plain columns, a holder on one line."""
+    rows = [[h["id"], f"{h['address']}:{h['port']}", str(h["properties"]["cpu"]), ",".join(h["properties"]["labels"]),
+             h["state"], f"{h['holder']['node_id']} of {h['holder']['cluster_id'][:8]}" if h["holder"] else ""]
+            for h in view.get("hosts_detail", [])]
+    print_rows(f"pool lab: {view['hosts']} hosts, {view['free']} free, {view['waiting']} waiting",
+               ["host", "address", "cpu", "labels", "state", "held by node"], rows, console, heading=True)
 
 
 async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console, real: bool = False) -> None:
@@ -80,6 +78,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     key = str(hosts.key_path.resolve())
     catalog.providers["lab"] = lab.model_copy(update={"provisioner": {**lab.provisioner, "identityfile": key}})
     await apply_catalog(EventStore(client.nc), tenant, catalog, by="demo")
+    await clear_earlier_run(client, deployment.data_dir, console)
     answer = await pools.send(client.nc, "lab", AddHosts(hosts=specs, requested_by="demo"))
     where = "namespace nodes with their own sshd" if isinstance(hosts, NamespacePoolHosts) else "SSH servers on 127.0.0.1"
     console.print(f"{answer.message} ({where}: {', '.join(f'{h.address}:{h.port}' for h in specs)}; client key {hosts.key_path})")
@@ -88,7 +87,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
         """The pool; with `returned_by`, once no host is held by that cluster any more (its
         delete reports each node as it goes; the pool records each release)."""
         view = await _pool_view(client, returned_by)
-        console.print(pool_table(view))
+        show_pool(view, console)
 
     await show()
     shop = await _create(client, tenant, "shop", 3, console)
@@ -114,6 +113,30 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     assert isinstance(gone, Accepted)
     _require((await follow(client.events(gone.job_id), gone.job_id, "delete", FINAL_JOB_EVENTS, timeout=TIMEOUT_S)).final, "delete of blog")
     await show(returned_by=blog.cluster_id)
+
+
+async def clear_earlier_run(client: MusterClient, data_dir: Path, console: Console) -> None:
+    """The hosts an earlier run of the demo on this data directory left in pool lab: SSH servers
+    of that run, gone with it. Run again, the demo registered its new ones (other ports, other
+    keys) under the same ids: every host ambiguous, lent to nobody, and the demo waited for hosts
+    for 10 minutes (walk of session 27). Those nobody holds leave the pool; a host still held (a
+    run stopped half-way, its clusters alive) stops the demo, naming the way out."""
+    try:
+        view = (await pools.send(client.nc, "lab", ShowPool())).view or {}
+    except pools.PoolRejected:  # no pool lab yet: a first run
+        return
+    hosts = view.get("hosts_detail", [])
+    held = sorted({h["holder"]["cluster_id"] for h in hosts if h["holder"]})
+    if held:
+        raise click.ClickException(
+            f"pool lab in {data_dir} still lends hosts to clusters of an earlier `muster demo --pool` that did not finish "
+            f"({', '.join(held)}): run the demo with another --data-dir, or delete them first (`muster cluster delete "
+            f"{held[0]} --data-dir {data_dir}` while `muster up --data-dir {data_dir}` runs)")
+    for h in hosts:
+        await pools.send(client.nc, "lab", RemoveHost(host_id=h["id"], requested_by="demo",
+                                                      reason="an earlier muster demo --pool's host: its SSH server is gone"))
+    if hosts:
+        console.print(f"pool lab: the {len(hosts)} hosts of an earlier run on {data_dir} removed (their SSH servers are gone)")
 
 
 async def _create(client: MusterClient, tenant: str, name: str, nodes: int, console: Console) -> Any:

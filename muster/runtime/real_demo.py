@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from contracts.catalog import Catalog
 from contracts.commands import (
@@ -41,6 +40,7 @@ from muster.catalog.files import load_sources
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient, Outcome
 from muster.readmodel.clusters import ClusterInfo
+from muster.tables import print_rows
 
 REAL_CATALOG = Path(__file__).resolve().parents[2] / "examples" / "catalog-real"
 TIMEOUT_S = 600.0
@@ -113,15 +113,14 @@ async def run(client: MusterClient, command: Any, tenant: str, console: Console 
     return outcome
 
 
-def members_table(info: ClusterInfo, counts: dict[str, int | None]) -> Table:
-    table = Table(title=f"cluster {info.name}: what each nats-server says")
-    for col in ("node", "hostname", "address", "members seen", "observed"):
-        table.add_column(col)
-    for node, count in sorted(counts.items()):
-        observed = ", ".join(f"{svc} {state}" for (n, svc), state in info.observed.items() if n == node)
-        table.add_row(node, info.hostnames.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
-                      "not answering" if count is None else str(count), observed)
-    return table
+def show_members(info: ClusterInfo, counts: dict[str, int | None], console: Console) -> None:
+    """As every command's tables (muster.tables): in a pipe, plain columns with every value in full."""
+    rows = [[node, info.hostnames.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
+             "not answering" if count is None else str(count),
+             ", ".join(f"{svc} {state}" for (n, svc), state in info.observed.items() if n == node)]
+            for node, count in sorted(counts.items())]
+    print_rows(f"cluster {info.name}: what each nats-server says", ["node", "hostname", "address", "members seen", "observed"],
+               rows, console, heading=True)
 
 
 async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes: int = 3, grow_to: int = 5,
@@ -136,7 +135,7 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         if not created.succeeded:
             return
         info = await client.cluster(cluster_id, tenant=tenant)
-        console.print(members_table(info, await members_by_node(info)))
+        show_members(info, await members_by_node(info), console)
         grown = await run(client, ExpandCluster(cluster_id=cluster_id, nodes=grow_to, requested_by="demo"), tenant, console,
                           f"expand to {grow_to}")
         if not grown.succeeded:
@@ -147,11 +146,11 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
                                            requested_by="demo"), tenant, console, "reconfigure with the new peers, one node at a time")
         await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
         info = await client.cluster(cluster_id, tenant=tenant)
-        console.print(members_table(info, await members_by_node(info)))
+        show_members(info, await members_by_node(info), console)
         await misbehave(client, tenant, console, info)
         await run(client, ShrinkCluster(cluster_id=cluster_id, nodes=nodes, requested_by="demo"), tenant, console, f"shrink to {nodes}")
         info = await client.cluster(cluster_id, tenant=tenant)
-        console.print(members_table(info, await members_by_node(info)))
+        show_members(info, await members_by_node(info), console)
         print_drift(console, info)  # the rest still name the two nodes gone
         await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair the stale configs")
     finally:

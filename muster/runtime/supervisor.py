@@ -241,8 +241,8 @@ class Deployment:
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
             if problem := host_problem(self.host):
                 raise StartRefused(problem)
-            # The settings' own refusal before the machine's state: a port another program holds
-            # now says nothing of a setting that no port would make right.
+            # What was asked for is refused before what the machine has: with 8080 taken, `--host
+            # 0.0.0.0` without TLS was sent to pick another port, then refused again for TLS.
             check_listen(self.host, self.tls is not None, self.insecure_network, "muster up", "pass --tls")
             if self.tracker_port and (problem := port_problem(self.host, self.tracker_port)):
                 raise StartRefused(f"tracker port {self.tracker_port} on {self.host} {problem}: "

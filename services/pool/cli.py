@@ -58,6 +58,11 @@ async def _send(bus: Bus, name: str, cmd: Any, elsewhere: str = "") -> Any:
             raise CliError(f"refused: {err.reason}") from None
 
 
+NO_HOST_KEY = ("none given: list the host's public keys as `ssh-keyscan ADDRESS` prints them "
+               "(host_keys: [\"ssh-ed25519 AAAA...\"]); every login checks them")
+"""(pydantic said "Field required", and "List should have at least 1 item after validation, not 0")"""
+
+
 def host_entries(raw: Any, source: str) -> list[HostSpec]:
     """Hosts from a file: the contract's shape, or with cpu/memory/labels at the top level and
     `host_key` for a single key."""
@@ -79,7 +84,8 @@ def host_entries(raw: Any, source: str) -> list[HostSpec]:
         except ValidationError as err:
             first = err.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{problem_text(first)}") from None
+            said = NO_HOST_KEY if first["loc"] == ("host_keys",) and first["type"] in ("missing", "too_short") else problem_text(first)
+            raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{said}") from None
     return specs
 
 

@@ -48,3 +48,10 @@ def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_p
     # The hosts ran the services' scripts over SSH, and the release command wiped them again.
     hosts = tmp_path / ".muster" / "pool-hosts"
     assert hosts.is_dir() and not list(hosts.glob("*/app"))
+    # Again on the same data directory (walk of session 27): the new run's hosts were registered
+    # over the last run's, every one ambiguous, and the demo waited 10 minutes for hosts.
+    again = subprocess.run([sys.executable, "-m", "muster", "demo", "--pool"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path, timeout=200)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "pool lab: the 4 hosts of an earlier run on .muster removed" in again.stdout and "ambiguous" not in again.stdout
+    assert again.stdout.rindex("pool lab: 4 hosts, 4 free, 0 waiting") > again.stdout.index("deleting shop")

@@ -74,7 +74,10 @@ async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     # What they cost now: `GET /v1/cost`'s figures, of the clusters this viewer may read.
     spend = await tenant_cost(tracker_of(request).store, viewer.tenant, lambda cid: viewer.may_cluster("read", cid),
                               lambda kind, name: viewer.may_catalog("read", kind, name), viewer.name)
+    # A viewer who may read only some clusters (or none) was told "No clusters in tenant acme yet.
+    # Create one with ...", of a tenant with clusters, by a page that offers no New cluster.
     return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"),
+                  why_not_all=viewer.why_not_cluster("read", "*"),
                   show_all=show_all, deleted=sum(c.get("status") == "deleted" for c in readable),
                   spend=spend, costs={c["id"]: c for c in spend["clusters"]})
 
@@ -86,7 +89,7 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         raise NotFound(f"{state[:40]!r} is not a job state; states are {', '.join(api.JOB_STATES)}.")
     shown = [j for j in reads.jobs(tracker_of(request), viewer.tenant, state) if viewer.may_job("read", j["id"], j["cluster_id"])]
     names = {c["id"]: c["name"] for c in reads.clusters(tracker_of(request), viewer.tenant)}  # as `muster job list` names them
-    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names,
+    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names, why_not_all=viewer.why_not_cluster("read", "*"),
                   state=state, states=api.JOB_STATES)
 
 

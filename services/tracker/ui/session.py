@@ -51,6 +51,13 @@ class Viewer:
     def may_cluster(self, permission: Permission, cluster_id: str) -> bool:
         return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="cluster", id=cluster_id)))
 
+    def why_not_cluster(self, permission: Permission, cluster_id: str) -> str:
+        """Why the viewer may not, with the grant to ask for ('' when it may)."""
+        if self.may is None:
+            return ""
+        decision = self.may(permission, Scope(tenant=self.tenant, kind="cluster", id=cluster_id))
+        return "" if decision else str(getattr(decision, "reason", "") or f"{self.name} may not {permission} every cluster")
+
     def may_catalog(self, permission: Permission, kind: str, name: str) -> bool:
         """A grant on the entity, on the whole catalog (`catalog:*`) or the tenant."""
         return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="catalog", id=f"{kind}/{name}")))

@@ -6,6 +6,7 @@ nats-server with authorization, the tracker's own app (here rather than in track
 
 from __future__ import annotations
 
+import html
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class Console:
 async def console(authed: Authed) -> AsyncIterator[Console]:
     root = await authed.raw(authed.admin_token, "root")
     tokens = {}
-    people = {"onex": {"tenant": "a"}, "ada": {"tenant": "a", "role": "tenant_admin"},
+    people = {"onex": {"tenant": "a"}, "ada": {"tenant": "a", "role": "tenant_admin"}, "nogrant": {"tenant": "a"},
               "tracker": {"role": "service", "service": "tracker"}}
     for pid, fields in people.items():
         made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
@@ -209,3 +210,18 @@ async def test_a_cluster_named_in_the_url_opens_only_for_who_may_read_it(console
     assert "There is no cluster named &#39;secret&#39; in tenant a." in body, body
     status, nothing = await console.get("/ui/clusters/nosuch", "onex")  # the same words as a name nobody took
     assert status == 404 and nothing.replace("nosuch", "secret") == body
+
+
+async def test_a_viewer_who_may_read_no_cluster_is_told_why_not_that_there_are_none(console: Console) -> None:
+    """Walk of session 27: a user of a tenant with clusters, without a grant on them, read "No
+    clusters in tenant acme yet. Create one with muster cluster create ...", which it may not do
+    either; `muster cluster list` told it the grant to ask for."""
+    status, page = await console.get("/ui/clusters", "nogrant")
+    said = " ".join(html.unescape(page).split())
+    assert status == 200 and X not in page and Y not in page
+    assert ("No clusters of tenant a that you may read: nogrant has no read permission on every cluster of tenant a "
+            "(a tenant admin can give it: muster grant nogrant read --scope 'cluster:*').") in said, said
+    assert " yet." not in said and "Create one" not in said
+    status, page = await console.get("/ui/jobs", "nogrant")  # (it said "No jobs in tenant a.")
+    said = " ".join(html.unescape(page).split())
+    assert status == 200 and JOBS[X] not in page and "No jobs of tenant a that you may read: nogrant has no read permission" in said, said

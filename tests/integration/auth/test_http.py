@@ -162,7 +162,11 @@ async def test_the_console_signs_in_with_a_token_and_shows_only_its_tenant(serve
     assert "unknown token" in (await refused.text()) + refused.headers.get("Location", "")
     # A new user pasted the whole file `muster user create --save` wrote (session 20's walk): it was
     # told its token "has characters a token never has"; the page now says where the token is.
-    assert "jq -r .token FILE" in await (await served.http.get("/ui/sign-in")).text()
+    hint = html.unescape(await (await served.http.get("/ui/sign-in")).text())
+    assert "jq -r .token FILE" in hint
+    # and where `muster up`'s own is (walk of session 27: the newcomer who had just run it was
+    # sent to an administrator, and to `muster token create`, for a token it already had)
+    assert "jq -r .token .muster/credentials" in hint
     pasted = json.dumps({"token": served.tokens["alice"], "principal": "alice"})
     refused = await served.http.post("/ui/sign-in", data={"secret": pasted},
                                      headers={"Origin": str(served.http.make_url("")).rstrip("/")}, allow_redirects=False)

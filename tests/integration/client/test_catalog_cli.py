@@ -4,6 +4,7 @@ and history read the log; sensitive provider fields never reach it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -65,6 +66,9 @@ async def test_apply_then_reapply_then_change(nc: Client, nats_url: str, tenant:
 
     table = await muster(nats_url, "catalog", "history", "hadoop-small", "--tenant", tenant)
     assert "test-system" in table.stdout and "constraints.size.max" in table.stdout
+    # its time as every human view says one (muster.times), not the log's ISO with microseconds
+    # (walk of session 27: `2026-12-01T04:14:44.794192+00:00` beside `history`'s `... 04:14:44 UTC`)
+    assert re.search(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\b", table.stdout) and "+00:00" not in table.stdout, table.stdout
 
     listing = await muster(nats_url, "catalog", "get", "services", "--tenant", tenant, "--json")
     assert {r["name"] for r in json.loads(listing.stdout)} >= {"base", "hdfs-namenode"}

@@ -4,8 +4,12 @@ placeholder where `muster up`'s provisioner is `provisioner`."""
 
 from __future__ import annotations
 
+import pytest
+
 from muster.auth_cli import tenant_next_steps
 from muster.cli_bus import refused_token as _refused_whoami
+from muster.cli_support import CliError, new_token
+from muster.tracker_client import TrackerReads
 
 
 def test_whoami_of_a_refused_token_says_why_and_how_to_get_a_new_one() -> None:
@@ -26,23 +30,38 @@ def test_tenant_create_prints_the_real_grant_of_each_provisioner() -> None:
     assert "<provisioner>" not in said and "PROVISIONER" in tenant_next_steps("acme", [])
 
 
-async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoami_does() -> None:
-    """`muster cluster list` with a revoked token said only that the tracker refused it; `whoami`
-    said how to get a new one."""
-    import pytest
-
-    from muster.cli_support import CliError, new_token
-    from muster.tracker_client import TrackerReads
+async def _refused_read(source: str, principal: str, message: str) -> CliError:
+    """What a command's read says when the tracker answers 401 with `message`, the token in use
+    having come from `source` ("none": no token found)."""
 
     class Refused:
         status = 401
 
         async def json(self) -> dict[str, object]:
-            return {"error": {"status": 401, "message": "token abc of alice was revoked"}}
+            return {"error": {"status": 401, "message": message}}
 
     reads = object.__new__(TrackerReads)
-    reads._source, reads._principal = "alice.cred", "alice"
+    reads._source, reads._principal = source, principal
     with pytest.raises(CliError) as raised:
         await reads._check(Refused())  # type: ignore[arg-type]
-    assert str(raised.value) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{new_token('alice')}"
+    return raised.value
+
+
+async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoami_does() -> None:
+    """`muster cluster list` with a revoked token said only that the tracker refused it; `whoami`
+    said how to get a new one."""
+    refused = await _refused_read("alice.cred", "alice", "token abc of alice was revoked")
+    assert str(refused) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{new_token('alice')}"
     assert "`muster token create --for alice --save FILE`" in new_token("alice")
+
+
+async def test_a_read_without_any_token_says_where_it_looked_not_to_ask_an_admin() -> None:
+    """Walk of session 27: `muster cluster list` from a folder without `.muster` said "the tracker
+    refused the token from none" and sent the newcomer to an admin for a new token, while the
+    one `muster up` made was in the folder they had just left."""
+    refused = await _refused_read("none", "anonymous", "this route needs a token")
+    said = str(refused)
+    assert said.startswith("the tracker refused a client without a token: none in $MUSTER_TOKEN, $MUSTER_CREDENTIALS,"), said
+    assert "MUSTER_DATA_DIR" in said and "the folder `muster up` runs in" in said
+    assert "from none" not in said and "an admin" not in said
+    assert refused.exit_code == 4

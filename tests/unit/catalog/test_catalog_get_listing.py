@@ -21,6 +21,12 @@ TEMPLATE = {"name": "hadoop-small", "description": "small", "defaults": {"servic
             "compatibility": {}, "constraints": {}}
 
 
+@pytest.fixture(autouse=True)
+def away_from_any_deployment(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `./.muster/credentials` of a `muster up` run in the checkout: its token would name the reader."""
+    monkeypatch.chdir(tmp_path)
+
+
 def serve(answer: dict[str, Any]) -> Iterator[str]:
     with stub_tracker(lambda path: (200 if path.startswith("/v1/catalog") else 404, answer)) as url:
         yield url
@@ -84,3 +90,14 @@ def test_a_file_error_says_what_the_command_did_not_do(tmp_path: Any, command: s
     assert result.exit_code == 2
     assert "cannot tell which kind of entity this is" in result.stderr
     assert result.stderr.splitlines()[-1] == f"Error: 1 file error(s); {consequence}"
+
+
+def test_the_note_names_the_reader_and_the_grant_to_ask_for(partial: str) -> None:
+    """Walk of session 27: bob was told `muster grant PRINCIPAL read ...` where every other
+    refusal names him (`muster grant bob read --scope 'cluster:*'`)."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {"MUSTER_TOKEN": f"mst_bob_{'a' * 12}_{'b' * 64}", "MUSTER_CREDENTIALS": None, "MUSTER_TENANT": None, "HOME": home}
+        result = CliRunner(env=env).invoke(main, ["catalog", "get", "templates", "--tracker-url", partial, "--data-dir", f"{home}/.muster"])
+    said = " ".join(result.stderr.split())
+    assert "note: bob may read only part of the catalog of tenant 'acme'" in said, said
+    assert "muster grant bob read --scope 'catalog:*'" in said and "PRINCIPAL" not in said

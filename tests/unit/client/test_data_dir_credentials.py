@@ -76,3 +76,15 @@ def test_a_data_dir_that_is_not_there_is_named_when_nothing_answers_at_the_defau
                                     env={"NATS_URL": None, "MUSTER_TRACKER_URL": None})
         assert result.exit_code == 3, result.output
         assert f"no data directory {missing}" in result.output, result.output
+
+
+def test_where_it_looked_names_each_file_once() -> None:
+    """Walk of session 27: the default `--data-dir .muster` named `.muster/credentials` twice."""
+    from muster.bus.connect import DATA_DIR, looked_in
+
+    reset = DATA_DIR.set(Path(".muster"))
+    try:
+        said = looked_in()
+    finally:
+        DATA_DIR.reset(reset)
+    assert said.count(".muster/credentials") == 1, said

@@ -96,3 +96,33 @@ def test_a_tracker_url_that_is_no_http_url_is_bad_input_naming_where_it_came_fro
     assert result.stderr.strip() == f"Error: the tracker URL {url!r} (from --tracker-url) is not an http:// or https:// URL with a host, such as http://127.0.0.1:8080"
     result = CliRunner().invoke(main, ["status", "00000000-0000-0000-0000-000000000000"], env={"MUSTER_TRACKER_URL": url})
     assert result.exit_code == 2 and "(from $MUSTER_TRACKER_URL)" in result.stderr, result.output
+
+
+def test_muster_help_sorts_every_command_into_one_section() -> None:
+    """Walk of session 27: one list of 38 names mixed the services `muster up` runs with what
+    people type (`planner` beside `planners`, `notifier` beside `notify`)."""
+    from muster.cli import SECTIONS
+
+    placed = [name for _, names in SECTIONS for name in names]
+    assert sorted(placed) == sorted(COMMANDS) and len(placed) == len(set(placed))
+    said = CliRunner().invoke(main, ["--help"], prog_name="muster").output
+    services = said.split("One service alone (muster up runs them all):")[1]
+    assert "planner " in services and "planners" not in services and "notify " not in services
+    assert "Commands:" not in said
+
+
+def test_muster_help_names_every_permission_and_every_process_reload_reaches() -> None:
+    """`grant` said read/write/execute/grant (not `approve`); `reload` said its notifiers only,
+    where the pool service and the planners read the allow file again too."""
+    grant = main.get_command(click.Context(main), "grant")
+    assert grant is not None
+    choices = next(p for p in grant.params if p.name == "permission").type.choices  # type: ignore[attr-defined]
+    assert all(choice in COMMANDS["grant"][1] for choice in choices)
+    assert all(word in COMMANDS["reload"][1] for word in ("notifier", "pool service", "planners"))
+
+
+def test_lease_says_what_it_is_on_a_template_without_one() -> None:
+    """Walk of session 27: `--lease` read "lease shorter than the template's" on the demo's
+    template, which has none; `--lease 2h` gives such a cluster a lease, and `--lease 0s` none."""
+    said = " ".join(CliRunner().invoke(main, ["cluster", "create", "--help"]).output.split())
+    assert "at most the template's lease; any, on a template without one (0: none)" in said

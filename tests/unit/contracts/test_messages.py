@@ -130,3 +130,14 @@ def test_a_name_that_does_not_fit_is_refused_in_words_not_a_regular_expression(m
     with pytest.raises(ValidationError) as err:
         make()
     assert describe_validation_error(err.value) == said
+
+
+def test_a_number_out_of_range_is_said_with_the_range() -> None:
+    """Walk of session 27: `muster cluster create c -n 20000` said `nodes: Input should be less
+    than or equal to 10000`, in pydantic's words."""
+    with pytest.raises(ValidationError) as err:
+        CreateCluster(name="c", template="t", nodes=20000)
+    assert describe_validation_error(err.value) == "nodes: 20000 is over the limit: at most 10000"
+    with pytest.raises(ValidationError) as err:
+        CreateCluster(name="c", template="t", nodes=0)
+    assert describe_validation_error(err.value) == "nodes: 0 is under the limit: at least 1"

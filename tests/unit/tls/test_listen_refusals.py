@@ -31,3 +31,18 @@ def test_muster_up_refuses_a_network_address_without_tls_before_starting_anythin
     assert result.exit_code == 2, result.output
     assert "refusing to listen on 0.0.0.0 without TLS" in result.output and "pass --tls" in result.output
     assert not (tmp_path / "data" / "nats").exists() and not (tmp_path / "data" / "tls").exists()
+
+
+def test_muster_up_says_tls_first_when_the_tracker_port_is_taken_too(tmp_path: Path) -> None:
+    """Walk of session 27: with the tracker's port taken (another `muster up` on 8080), `--host
+    0.0.0.0` without TLS was told to pick another port, and only then that it needs TLS."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(up, ["--data-dir", str(tmp_path / "data"), "--host", "0.0.0.0", "--tracker-port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert "refusing to listen on 0.0.0.0 without TLS" in result.output and "in use" not in result.output

@@ -13,9 +13,9 @@ from services.tracker.writes import in_http_terms, refused, request_id_for, vali
 
 
 @pytest.mark.parametrize(("route", "body", "field", "words"), [
-    ("restart_cluster", {"rolling": {"batch": 0}}, "rolling.batch", "greater than or equal to 1"),
+    ("restart_cluster", {"rolling": {"batch": 0}}, "rolling.batch", "0 is under the limit: at least 1"),
     ("restart_cluster", {"rolling": {"batch": "half"}}, "rolling.batch", "'half' is not allowed here: give a whole number or a percentage such as '25%'"),
-    ("restart_cluster", {"rolling": {"batch": 1, "tolerance": -1}}, "rolling.tolerance", "greater than or equal to 0"),
+    ("restart_cluster", {"rolling": {"batch": 1, "tolerance": -1}}, "rolling.tolerance", "-1 is under the limit: at least 0"),
     # as `--rolling 2` reads; it said "Input should be a valid dictionary or instance of Rolling"
     ("repair_cluster", {"rolling": 2}, "rolling", '2 is not an object: give one, e.g. {"batch": 2, "tolerance": 0}'),
     ("create_cluster", {"name": "c", "template": "t", "nodes": 3, "config": [1]}, "config", "valid dictionary"),
