@@ -45,19 +45,19 @@ def problem_text(problem: Any) -> str:
             return f"{shown!r} is not allowed here: {words}"
     if problem.get("type") == "string_too_short" and (problem.get("ctx") or {}).get("min_length") == 1:
         return "is empty: give a value"  # (an empty policy file read "String should have at least 1 character")
-    bound = _BOUNDS.get(str(problem.get("type")))
-    if bound is not None:
-        key, words = bound
-        return f"{problem.get('input')!s:.40} is {words} {(problem.get('ctx') or {}).get(key)}"
     if problem.get("type") == "model_type":
         name = str((problem.get("ctx") or {}).get("class_name", ""))
         example = _OBJECTS.get(name)
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
-    limited = _limit_text(problem)
+    limited = _limit_text(problem)  # (a limit of our own, named, before any number's range)
     if limited is not None:
         return limited
+    bound = _BOUNDS.get(str(problem.get("type")))
+    if bound is not None:
+        key, words = bound
+        return f"{problem.get('input')!s:.40} is {words} {(problem.get('ctx') or {}).get(key)}"
     msg = str(problem["msg"])
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)

@@ -137,7 +137,9 @@ def test_a_number_out_of_range_is_said_with_the_range() -> None:
     than or equal to 10000`, in pydantic's words."""
     with pytest.raises(ValidationError) as err:
         CreateCluster(name="c", template="t", nodes=20000)
-    assert describe_validation_error(err.value) == "nodes: 20000 is over the limit: at most 10000"
+    # (muster's own limit on a cluster's size is named as such: contracts.commands.too_many_nodes)
+    assert describe_validation_error(err.value) == \
+        "nodes: a cluster has at most 10,000 nodes (muster's limit, whatever the template says); 20,000 requested"
     with pytest.raises(ValidationError) as err:
         CreateCluster(name="c", template="t", nodes=0)
     assert describe_validation_error(err.value) == "nodes: 0 is under the limit: at least 1"
