@@ -242,6 +242,16 @@ async def test_the_planner_counts_gone_only_registered_provisioners_whose_presen
         await victim.abort()  # dies: only its TTL tells
         await leaving.stop()  # leaves cleanly: its record deleted
         await view.wait_until(lambda now: dead not in now and left not in now, DEADLINE_S)
+    # This planner watches no presence: a record found gone counts a TTL of each session the id
+    # registered after it was first found so (decision 54, amended in session 27), and it is
+    # asked again then (`on_settled`).
+    settled: dict[str, asyncio.Event] = {dead: asyncio.Event(), left: asyncio.Event()}
+    workers.sessions.on_settled = lambda pid: settled[pid].set() if pid in settled else None
+    first = await workers.ended(tenant, everyone)
+    assert {pid: n for pid, n in first.items() if pid not in settled} == {k: v for k, v in nothing.items() if k not in settled}
+    for pid in settled:
+        if first[pid] != ALL:
+            await asyncio.wait_for(settled[pid].wait(), DEADLINE_S)
     assert await workers.ended(tenant, everyone) == {**nothing, dead: ALL, left: ALL}
     assert await workers.ended(f"{tenant}-other", everyone) == nothing  # (registered on another tenant's log only)
 
