@@ -75,6 +75,7 @@ async def test_a_presence_bucket_made_with_one_replica_gets_three_and_outlives_i
         assert await _replicas(old, KV_STREAM) == 3
         info = await old.jetstream().stream_info(KV_STREAM)
         assert info.config.allow_msg_ttl and info.config.subject_delete_marker_ttl == 60  # nothing else changed
+        assert info.cluster is not None and info.cluster.leader, info.cluster  # led: whoever moved it waited for that
         # a provisioner's record, written through the moved bucket: acknowledged by its leader and a
         # follower (a quorum), so a follower that holds it can be elected once the leader goes (two
         # followers still catching up from a leader stopped at once would wait for it)
@@ -88,7 +89,11 @@ async def test_a_presence_bucket_made_with_one_replica_gets_three_and_outlives_i
         try:
             await next(n for n in nodes if n.name == holder).stop()
             if leader == holder:  # (the two left elect a leader: its advisory, not a count of retries)
-                await asyncio.wait_for(elected.wait(), ELECTION_S)
+                try:
+                    await asyncio.wait_for(elected.wait(), ELECTION_S)
+                except TimeoutError:
+                    pytest.fail(f"no leader of {KV_STREAM} elected within {ELECTION_S:g} s of {holder} stopping: its new "
+                                "replicas had not caught up from it yet (docs/bus.md, session 27)")
         finally:
             await sub.unsubscribe()
         renewed = await kv.put("provisioner.p1", b"{}")
