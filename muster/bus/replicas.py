@@ -17,14 +17,22 @@ even one nats-py does not know), only `num_replicas` raised: nothing else of the
 changes, and several services doing it at once send the same config, which the server applies
 once (the others find it as asked). Replicas are never lowered here: a deployment may have made
 a stream with more.
+
+Whoever raised them waits (`LEADER_WAIT_S` at most) for the stream's new group to have a leader,
+told by its JetStream advisory: until then the stream takes no write (a put sent at once waited
+its 5 s out, 6 times of 6 on a 3-node cluster). Its old node stays its only full copy until the
+new replicas have caught up from it (a few seconds; nats-server tells of it by no advisory): that
+node stopped then, the two new replicas elected no leader for over a minute ("stream is offline").
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import structlog
+from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
@@ -37,6 +45,12 @@ STREAM_NOT_FOUND = 10059
 UPDATE_TIMEOUT_S = 2.0
 """How long an update is waited for; one that was allowed takes a few milliseconds. Several
 services updating the same stream at once: nats-server answers one of them."""
+
+LEADER_WAIT_S = 10.0
+"""How long whoever raised a stream's replicas waits for its new group's leader (a few tenths of a
+second to a few seconds on a 3-node cluster); past it, said and carried on: writes are retried."""
+
+ELECTED = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{stream}"
 
 CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.*"
 """The advisories of streams' creation (the auth service looks at each bucket's: a wildcard
@@ -78,6 +92,24 @@ async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeo
                     "when the stream is made): used as it is meanwhile", stream=stream, replicas=have, want=want)
         return have
     config["num_replicas"] = want
+    elected = asyncio.Event()
+
+    async def seen(_: Msg) -> None:
+        elected.set()
+
+    # Subscribed before the update: the new group's leader, elected after it, cannot be missed.
+    sub = await connection_of(js).subscribe(ELECTED.format(stream=stream), cb=seen)
+    try:
+        have = await _update(js, stream, config, have, want, timeout)
+        if have >= want:
+            await _led(js, stream, elected, timeout)
+        return have
+    finally:
+        await sub.unsubscribe()
+
+
+async def _update(js: JetStreamContext, stream: str, config: dict[str, Any], have: int, want: int,
+                  timeout: float) -> int:
     try:
         answer = await _api(js, "UPDATE", stream, json.dumps(config).encode(), timeout)
     except NatsTimeout:
@@ -97,6 +129,21 @@ async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeo
     log.info("a stream made with fewer replicas than the deployment's was given them", stream=stream, replicas=have,
              want=want)
     return want
+
+
+async def _led(js: JetStreamContext, stream: str, elected: asyncio.Event, timeout: float) -> None:
+    """Returns once the stream has a leader: its advisory seen, or its info names one (elected
+    before this connection subscribed: another service's update landed first)."""
+    if elected.is_set():
+        return
+    info = await _api(js, "INFO", stream, b"", timeout)
+    if "cluster" not in info or (info["cluster"] or {}).get("leader"):
+        return
+    try:
+        await asyncio.wait_for(elected.wait(), LEADER_WAIT_S)
+    except TimeoutError:
+        log.warning("a stream given more replicas has no leader yet: it takes no write until it has",
+                    stream=stream, waited_s=LEADER_WAIT_S)
 
 
 async def replicate_buckets(js: JetStreamContext, want: int) -> dict[str, int | None]:

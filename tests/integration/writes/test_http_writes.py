@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from contracts import subjects
 from muster.bus.connect import connect
@@ -22,35 +23,49 @@ from .conftest import Api, Served
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
 MAKE: dict[str, Any] = {"name": "w1", "template": "hadoop-small", "nodes": 3}
-MADE: dict[str, str] = {}
-"""The first test's cluster and job, which the later tests of this file change."""
+MADE: dict[str, Any] = {}
+"""The file's first cluster and job (`made`), which its tests change."""
+
+
+@pytest_asyncio.fixture
+async def made(api: Api) -> dict[str, Any]:
+    """The cluster w1 and its create job, made once per worker by whichever test asks first: the
+    file's tests may run on several workers (`-n 2` without `--dist loadfile` spreads them, each
+    worker with its own stack) and in any order, so none counts on another having made them (one
+    that did met an empty MADE: KeyError 'job_id')."""
+    if not MADE:
+        status, first, headers = await api.call("POST", "/v1/clusters", "writer", MAKE, **{"Idempotency-Key": "create-w1"})
+        assert status == 202, first
+        MADE.update(first=first, location=headers["Location"], ended=await api.finished(first["job_id"]),
+                    cluster_id=first["cluster_id"], job_id=first["job_id"])
+    return MADE
 
 
 def _error(answer: dict[str, Any]) -> tuple[str | None, str]:
     return answer["error"]["parameter"], answer["error"]["message"]
 
 
-async def test_a_create_runs_as_the_requester_and_its_key_maps_retries_to_the_same_job(api: Api, served: Served) -> None:
-    status, first, headers = await api.call("POST", "/v1/clusters", "writer", MAKE, **{"Idempotency-Key": "create-w1"})
-    assert status == 202, first
-    assert headers["Location"] == first["job_url"] == f"/v1/jobs/{first['job_id']}" and first["duplicate"] is False
-    assert (await api.finished(first["job_id"]))["state"] == "succeeded"
+async def test_a_create_runs_as_the_requester_and_its_key_maps_retries_to_the_same_job(
+        api: Api, served: Served, made: dict[str, Any]) -> None:
+    first = made["first"]
+    assert made["location"] == first["job_url"] == f"/v1/jobs/{first['job_id']}" and first["duplicate"] is False, first
+    assert made["ended"]["state"] == "succeeded", made["ended"]
     requested = served.run(_first_event(served, subjects.job_events("default", first["job_id"])))
     assert requested["requested_by"] == "writer"  # the token's principal, from the subject the server let it use
     status, again, _ = await api.call("POST", "/v1/clusters", "writer", MAKE, **{"Idempotency-Key": "create-w1"})
-    assert status == 202 and again["job_id"] == first["job_id"] and again["duplicate"] is True
+    assert status == 202 and again["job_id"] == first["job_id"] and again["duplicate"] is True, again
     before = served.log()
     status, other, _ = await api.call("POST", "/v1/clusters", "writer", {**MAKE, "nodes": 4}, **{"Idempotency-Key": "create-w1"})
     assert status == 409 and other["error"]["job_id"] == first["job_id"] and other["error"]["parameter"] == "Idempotency-Key", other
     assert "Idempotency-Key 'create-w1' was used already" in other["error"]["message"] and served.log() == before
     assert "differs in nodes" in other["error"]["message"] and "request_id" not in other["error"]["message"]
     status, cluster, headers = await api.call("GET", f"/v1/clusters/{first['cluster_id']}", "reader")
-    assert status == 200 and headers["ETag"] == f'"{cluster["version"]}"'
-    MADE.update(cluster_id=first["cluster_id"], job_id=first["job_id"])
+    assert status == 200 and headers["ETag"] == f'"{cluster["version"]}"', cluster
 
 
-async def test_a_preview_is_applied_exactly_once_or_refused_when_the_cluster_moved(api: Api, served: Served) -> None:
-    cid = MADE["cluster_id"]
+async def test_a_preview_is_applied_exactly_once_or_refused_when_the_cluster_moved(
+        api: Api, served: Served, made: dict[str, Any]) -> None:
+    cid = made["cluster_id"]
     before = served.log()
     status, preview, _ = await api.call("POST", f"/v1/clusters/{cid}/expand?dry_run=true", "writer", {"nodes": 4})
     assert status == 200, preview
@@ -112,12 +127,12 @@ async def test_bad_input_names_the_field_and_leaves_the_log_alone(api: Api, serv
     assert answer["error"]["message"] and served.log() == before
 
 
-async def test_who_may_not_is_refused_and_nothing_reaches_the_log(api: Api, served: Served) -> None:
+async def test_who_may_not_is_refused_and_nothing_reaches_the_log(api: Api, served: Served, made: dict[str, Any]) -> None:
     before = served.log()
     status, answer, _ = await api.call("POST", "/v1/clusters?dry_run=true", "reader", MAKE)
     assert status == 403 and "reader has no write permission" in _error(answer)[1], answer
-    some_job = next(iter(s for s in before if ".job." in s)).split(".")[-1]
-    assert (await api.call("POST", f"/v1/jobs/{some_job}/pause", "reader"))[0] == 403
+    status, answer, _ = await api.call("POST", f"/v1/jobs/{made['job_id']}/pause", "reader")
+    assert status == 403, answer
     status, answer, _ = await api.call("POST", "/v1/clusters", "outsider", MAKE, **{"X-Muster-Tenant": "default"})
     assert status == 403 and "belongs to tenant other" in _error(answer)[1]
     status, answer, _ = await api.call("PUT", "/v1/catalog", "writer", {"catalog": {"services": {"x": {"name": "x"}}}})
@@ -145,8 +160,8 @@ async def _tracker_may_not_send_as(served: Served, principal: str) -> str:
         await nc.close()
 
 
-async def test_job_control_and_a_revoked_token(api: Api, served: Served) -> None:
-    status, answer, _ = await api.call("POST", f"/v1/jobs/{MADE['job_id']}/pause", "writer")
+async def test_job_control_and_a_revoked_token(api: Api, served: Served, made: dict[str, Any]) -> None:
+    status, answer, _ = await api.call("POST", f"/v1/jobs/{made['job_id']}/pause", "writer")
     assert status == 409 and "has succeeded (it ended): nothing to pause" in _error(answer)[1], answer
     # A job the tenant does not have: 404, as its read answers (it was a 403 naming a grant on it to ask for).
     ghost = "00000000-0000-4000-8000-000000000000"
@@ -156,8 +171,8 @@ async def test_job_control_and_a_revoked_token(api: Api, served: Served) -> None
     served.tokens["writer-2"] = made["token"]
     acting = served.acting()
     opened = acting.opened
-    status, _, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer-2", {**MAKE, "name": "w4"})
-    assert status == 200 and acting.opened == opened + 1
+    status, answer, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer-2", {**MAKE, "name": "w4"})
+    assert status == 200 and acting.opened == opened + 1, (status, answer, acting.opened, opened)
     served.run(_revoke_and_wait_closed(served, made["token_id"]))
     status, answer, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer-2", {**MAKE, "name": "w4"})
     assert status == 401 and "revoked" in _error(answer)[1], answer

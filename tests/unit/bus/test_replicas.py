@@ -22,6 +22,11 @@ class Msg:
     data: bytes
 
 
+class FakeSub:
+    async def unsubscribe(self) -> None:
+        pass
+
+
 @dataclass
 class FakeApi:
     config: dict[str, Any] | None
@@ -29,6 +34,9 @@ class FakeApi:
     others_update: bool = False
     """an update unanswered is applied anyway (another service's landed)"""
     updates: list[dict[str, Any]] = field(default_factory=list)
+
+    async def subscribe(self, subject: str, cb: Any) -> FakeSub:
+        return FakeSub()  # (the fake's stream answers no `cluster`: one server, no leader to wait for)
 
     async def request(self, subject: str, payload: bytes, timeout: float) -> Msg:
         verb = subject.split(".")[3]
