@@ -54,7 +54,7 @@ test-unit: install
 # clusters' (tests/e2e/test_real.py, docs/plugins.md) and the `muster up`/`muster demo` variants
 # moved out of the default run (docs/testing.md, "Long scenarios"): MUSTER_LONG_TESTS=1.
 test-long: install
-	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e tests/integration/provisioner/test_ansible_automator.py
+	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e tests/integration/provisioner/test_ansible_automator.py tests/integration/bus/test_replicas_cluster.py
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration tests/e2e
