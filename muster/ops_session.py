@@ -246,10 +246,12 @@ def print_governance(reply: DryRun) -> None:
 
 
 APPROVAL_STEPS = {
-    "JobApprovalRequested": (": an approver decides (`muster job approve|reject`); --wait waits for the end "
+    "JobApprovalRequested": (": an approver decides (`muster job approve {job_id}` or `muster job reject {job_id}`); "
+                             "--wait waits for the end "
                              "(Ctrl-C stops the waiting, not the job)"),
     "JobApproved": "", "JobRejected": "", "JobApprovalExpired": ""}
-"""What `--wait` says in a pipe of a job's approval, after the event's own words."""
+"""What `--wait` says in a pipe of a job's approval, after the event's own words ({job_id}: the
+job's, so the command can be pasted)."""
 
 
 def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
@@ -312,7 +314,7 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                                 description=f"{title}: {step['text']}"[:120])
                     if r.type in APPROVAL_STEPS and not quiet and not err.is_terminal:
                         # No bar in a pipe: a job held for a person said nothing for up to --timeout.
-                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type])
+                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type].format(job_id=job_id))
                     if r.type == "JobRetried":
                         followed.final = None  # the end read before it was not the job's last
                     elif r.type in stop:
