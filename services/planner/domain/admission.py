@@ -355,18 +355,28 @@ def provider_mapped(f: Facts) -> None:
 # -- layout changes --------------------------------------------------------------------------
 
 
+# A size past the cluster's in the other direction names the verb that goes there (walk of
+# session 27: an expand to fewer nodes said only that it needs more).
+
+
 def grows(f: Facts) -> None:
     cmd: ExpandCluster = f.command
-    total = len(_cluster(f).nodes)
+    cluster = _cluster(f)
+    total = len(cluster.nodes)
     if cmd.nodes <= total:
-        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
+        other = f": to make it smaller, `muster cluster shrink {cluster.name} --nodes {cmd.nodes}`" if cmd.nodes < total else ""
+        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested{other}", code="invalid",
+                      field="nodes")
 
 
 def shrinks(f: Facts) -> None:
     cmd: ShrinkCluster = f.command
-    total = len(_cluster(f).nodes)
+    cluster = _cluster(f)
+    total = len(cluster.nodes)
     if cmd.nodes >= total:
-        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
+        other = f": to make it larger, `muster cluster expand {cluster.name} --nodes {cmd.nodes}`" if cmd.nodes > total else ""
+        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested{other}", code="invalid",
+                      field="nodes")
 
 
 def _size_change(f: Facts) -> tuple[ClusterTemplate, int, int] | None:
