@@ -333,6 +333,17 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
     return followed
 
 
+def thrown_in_words(tasks: dict[str, Any], thrown_in: list[str]) -> str:
+    """A plan's thrown-in starts by service: the nodes, or how many past three (a start on
+    1,000 datanodes is one phrase). An expand's `start hdfs-namenode` on an old node read as
+    the expand touching it (walk of session 27)."""
+    nodes: dict[str, list[str]] = {}
+    for tid in thrown_in:
+        if tid in tasks:
+            nodes.setdefault(str(tasks[tid].get("service")), []).append(str(tasks[tid]["node"]))
+    return ", ".join(f"{service} on " + (", ".join(on) if len(on) <= 3 else f"{len(on)} nodes") for service, on in nodes.items())
+
+
 def print_dry_run(verb: str, reply: DryRun) -> None:
     if verb == "approve":  # the job's own plan, recorded with it: nothing to save (decision 42)
         out.print("dry run of approve: nothing was decided; approved now, the job would run this plan, judged so:")
@@ -357,6 +368,10 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         # preview is where that shows.
         counts = Counter(" ".join(filter(None, (tasks[t]["action"], tasks[t].get("service")))) for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))
+    thrown = thrown_in_words(tasks, reply.plan.get("thrown_in") or [])
+    if thrown:
+        out.print(f"running already, started again so what needs them starts after them (idempotent; a rollback "
+                  f"leaves them): {thrown}")
     limits = reply.plan.get("limits") or {}
     if "provider" in limits:
         p = limits["provider"]
