@@ -262,6 +262,9 @@ async def test_a_size_past_the_clusters_the_other_way_names_the_verb_that_goes_t
     assert isinstance(larger, Rejected) and larger.reason.endswith(f"to make it larger, `muster cluster expand {name} --nodes 5`")
     same = await h.send(ExpandCluster(cluster_id=cid, nodes=3))  # already that size: nothing to point to
     assert isinstance(same, Rejected) and same.reason == "expand needs more than the cluster's 3 nodes; 3 requested", same
+    # a size the template's range would refuse too (hadoop-small: 2 to 50): no pointer to a second refusal
+    below = await h.send(ExpandCluster(cluster_id=cid, nodes=1))
+    assert isinstance(below, Rejected) and below.reason == "expand needs more than the cluster's 3 nodes; 1 requested", below
 
 
 async def test_an_admission_hook_refuses_before_the_rules_and_sees_the_principal() -> None:
