@@ -188,7 +188,7 @@ class Session:
             raise CliError(rejected_words(verb, reply, self.named), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
-                print_dry_run(verb, reply)
+                print_dry_run(verb, reply, getattr(cmd, "job_id", "JOB"))
             return
         if isinstance(reply, LeaseExtended):
             if not self.opts.as_json:
@@ -344,7 +344,7 @@ def thrown_in_words(tasks: dict[str, Any], thrown_in: list[str]) -> str:
     return ", ".join(f"{service} on " + (", ".join(on) if len(on) <= 3 else f"{len(on)} nodes") for service, on in nodes.items())
 
 
-def print_dry_run(verb: str, reply: DryRun) -> None:
+def print_dry_run(verb: str, reply: DryRun, job_id: str = "JOB") -> None:
     if verb == "approve":  # the job's own plan, recorded with it: nothing to save (decision 42)
         out.print("dry run of approve: nothing was decided; approved now, the job would run this plan, judged so:")
     else:
@@ -384,7 +384,7 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         out.print(f"warning: {warning}")
     if verb == "approve":
         said = "an approval now is refused: the policies deny it (above)" if (reply.policy or {}).get("deny") else \
-            "the policies allow it now: `muster job approve` runs it"
+            f"the policies allow it now: `muster job approve {job_id}` runs it"
         out.print(said)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
