@@ -188,7 +188,7 @@ class Session:
             raise CliError(rejected_words(verb, reply, self.named), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
-                print_dry_run(verb, reply)
+                print_dry_run(verb, reply, getattr(cmd, "job_id", "JOB"))
             return
         if isinstance(reply, LeaseExtended):
             if not self.opts.as_json:
@@ -246,10 +246,12 @@ def print_governance(reply: DryRun) -> None:
 
 
 APPROVAL_STEPS = {
-    "JobApprovalRequested": (": an approver decides (`muster job approve|reject`); --wait waits for the end "
+    "JobApprovalRequested": (": an approver decides (`muster job approve {job_id}` or `muster job reject {job_id}`); "
+                             "--wait waits for the end "
                              "(Ctrl-C stops the waiting, not the job)"),
     "JobApproved": "", "JobRejected": "", "JobApprovalExpired": ""}
-"""What `--wait` says in a pipe of a job's approval, after the event's own words."""
+"""What `--wait` says in a pipe of a job's approval, after the event's own words ({job_id}: the
+job's, so the command can be pasted)."""
 
 
 def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
@@ -312,7 +314,7 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                                 description=f"{title}: {step['text']}"[:120])
                     if r.type in APPROVAL_STEPS and not quiet and not err.is_terminal:
                         # No bar in a pipe: a job held for a person said nothing for up to --timeout.
-                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type])
+                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type].format(job_id=job_id))
                     if r.type == "JobRetried":
                         followed.final = None  # the end read before it was not the job's last
                     elif r.type in stop:
@@ -331,7 +333,18 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
     return followed
 
 
-def print_dry_run(verb: str, reply: DryRun) -> None:
+def thrown_in_words(tasks: dict[str, Any], thrown_in: list[str]) -> str:
+    """A plan's thrown-in starts by service: the nodes, or how many past three (a start on
+    1,000 datanodes is one phrase). An expand's `start hdfs-namenode` on an old node read as
+    the expand touching it (walk of session 27)."""
+    nodes: dict[str, list[str]] = {}
+    for tid in thrown_in:
+        if tid in tasks:
+            nodes.setdefault(str(tasks[tid].get("service")), []).append(str(tasks[tid]["node"]))
+    return ", ".join(f"{service} on " + (", ".join(on) if len(on) <= 3 else f"{len(on)} nodes") for service, on in nodes.items())
+
+
+def print_dry_run(verb: str, reply: DryRun, job_id: str = "JOB") -> None:
     if verb == "approve":  # the job's own plan, recorded with it: nothing to save (decision 42)
         out.print("dry run of approve: nothing was decided; approved now, the job would run this plan, judged so:")
     else:
@@ -355,6 +368,10 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         # preview is where that shows.
         counts = Counter(" ".join(filter(None, (tasks[t]["action"], tasks[t].get("service")))) for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))
+    thrown = thrown_in_words(tasks, reply.plan.get("thrown_in") or [])
+    if thrown:
+        out.print(f"running already, started again so what needs them starts after them (idempotent; a rollback "
+                  f"leaves them): {thrown}")
     limits = reply.plan.get("limits") or {}
     if "provider" in limits:
         p = limits["provider"]
@@ -367,7 +384,7 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         out.print(f"warning: {warning}")
     if verb == "approve":
         said = "an approval now is refused: the policies deny it (above)" if (reply.policy or {}).get("deny") else \
-            "the policies allow it now: `muster job approve` runs it"
+            f"the policies allow it now: `muster job approve {job_id}` runs it"
         out.print(said)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"

@@ -34,7 +34,7 @@ from .domain.operations import operation_of
 from .domain.saga import Effects
 from .execution import Execution
 from .governance import Governance, digest_of
-from .previews import Previews
+from .previews import Previews, shown_thrown_in
 from .state import PlannerState
 
 log = structlog.get_logger("muster.planner")
@@ -106,7 +106,7 @@ class Approvals:
             raise Refused(f"approved now, it would be refused: {problem}", code="conflict")
         judgement = await self.governance.again(job, facts, cluster, preview)
         verdict = judgement.verdict
-        plan = preview.plan.to_json()
+        plan = {**preview.plan.to_json(), "thrown_in": shown_thrown_in(preview.plan)}
         if preview.batches:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,

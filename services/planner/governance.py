@@ -243,7 +243,7 @@ class Governance:
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
         if job.awaiting_approval and job.approval is not None:
             out.append(f"waits for approval (rules {', '.join(job.approval['rules'])}) until {shown_time(job.approval['expires_at'])}: "
-                       "`muster job approve` or `muster job reject` by a principal with `approve`")
+                       f"`muster job approve {job.id}` or `muster job reject {job.id}` by a principal with `approve`")
             if job.relayouts:  # docs/governance.md, "Another layout needs another approval"
                 out.append(f"relayout {job.relayouts} is off for this job: another layout would be a plan nobody approved; "
                            "if it fails and rolls back, ask again")

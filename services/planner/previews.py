@@ -34,6 +34,12 @@ from .ports import NoLayout, Solver, SolverUnavailable
 from .state import PlannerState
 
 
+def shown_thrown_in(plan: Plan) -> list[str]:
+    """A dry run's thrown-in starts, in plan order: said apart, since a walk of session 27 read
+    an expand's `start hdfs-namenode` on an old node as the expand touching it."""
+    return [t.id for t in plan.tasks if t.id in plan.thrown_in]
+
+
 @dataclass(frozen=True)
 class Preview:
     """An operation's plan before anything is recorded: what a dry run shows and saves, and
@@ -129,7 +135,7 @@ class Previews:
         except ConcurrencyError:
             pass  # the same dry run again: saved already
         layout = preview.layout if preview.layout is not None else resize.layout_of(preview.target)
-        plan = preview.plan.to_json()
+        plan = {**preview.plan.to_json(), "thrown_in": shown_thrown_in(preview.plan)}
         if preview.batches:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         if self.limits is not None:  # what will hold its tasks back (docs/planner.md, "Concurrency limits")

@@ -70,6 +70,11 @@ T = TypeVar("T")
 MAX_CONFLICTS = 20
 
 
+class NoSuchPool(PoolError):
+    """A command to a pool nobody made: answered `not_found`, so the CLI says it as a missing
+    name, not as a refusal."""
+
+
 def principal_of(command: PoolCommand, sender: str) -> str:
     """Who asks: the subject's principal (`muster.pool.<principal>.<pool>.<verb>`, which only
     that principal may use when the bus authorizes, docs/security.md); on an open bus, where
@@ -149,7 +154,7 @@ class PoolService:
                     await self._rebuild(name)  # (raises while the log cannot be read: asked again later)
                 pool = self.pools.get(name)
                 if pool is None and create_by is None:
-                    raise PoolError(f"there is no pool {name!r}")
+                    raise await self.no_pool(name)
                 pool = pool if pool is not None else Pool(PoolCreated(pool=name, by=create_by or "anonymous"))
                 result = change(pool)  # PoolError: nothing was recorded, nothing to undo
                 try:
@@ -228,7 +233,7 @@ class PoolService:
         try:
             return await self._command(name, command, principal_of(command, sender))
         except PoolError as err:
-            return Rejected(reason=str(err))
+            return Rejected(reason=str(err), code="not_found" if isinstance(err, NoSuchPool) else None)
 
     async def _command(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:
         if isinstance(c, AddHosts):
@@ -259,7 +264,7 @@ class PoolService:
         if isinstance(c, ShowPool):
             pool = await self.catch_up(name)
             if pool is None:
-                raise PoolError(f"there is no pool {name!r}")
+                raise await self.no_pool(name)
             # `seq`: the log sequence the view is at, so a reader can compare it with the log.
             return PoolAnswer(view={**self.view(pool, c.hosts), "seq": log_seq(pool)})
         return await self._as_requester(name, c, by)
@@ -274,7 +279,7 @@ class PoolService:
                 raise PoolError(f"the request names pool {req.pool!r} but was sent to pool {name!r}")
             pool = await self.catch_up(name)
             if pool is None:
-                raise PoolError(f"there is no pool {name!r}")
+                raise await self.no_pool(name)
             known = pool.requests.known(req.request_id)
             reason = "" if known else pool.refusal(req)
             if not reason and not known and req.callback is not None:
@@ -294,7 +299,7 @@ class PoolService:
             assert isinstance(c, CloseRequest)
             tenant, rid, fact = c.tenant, c.request_id, PoolRequestClosed(request_id=c.request_id, outcome=c.outcome, by=by)
         if name not in self.pools and not isinstance(c, RequestHosts):
-            raise PoolError(f"there is no pool {name!r}")
+            raise await self.no_pool(name)
         subject = subjects.pool_request_events(tenant, name, rid)
         digest = hashlib.sha256(fact.model_dump_json().encode()).hexdigest()[:16]
         await self.store.append(subject, [Append(event=fact, msg_id=f"poolreq:{subject}:{digest}")])
@@ -323,6 +328,13 @@ class PoolService:
         if hosts:
             out["hosts_detail"] = pool.hosts_view()
         return out
+
+    async def no_pool(self, name: str) -> NoSuchPool:
+        """The refusal of a pool nobody made, with the pools there are: a walk of session 27 read
+        `refused: there is no pool 'lab'` (like a permission problem) and had to guess the names."""
+        names = sorted(set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)})
+        there = f"the pools are {', '.join(names)}" if names else "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)"
+        return NoSuchPool(f"no pool {name!r}: {there}")
 
     async def list_pools(self) -> list[dict[str, Any]]:
         """Every pool in the log (another pool service may have made some)."""

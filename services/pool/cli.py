@@ -48,6 +48,11 @@ POOLS_ELSEWHERE = "a tenant's people see the pools through the tracker: GET /v1/
 """Where a tenant's user reads what `pool list|show` show (docs/pools.md): the bus refuses them."""
 
 
+class NoPool(CliError):
+    """The pool named is not there (the answer names the pools that are): said as a missing
+    name, since `refused: there is no pool 'lab'` read like a permission problem."""
+
+
 async def _send(bus: Bus, name: str, cmd: Any, elsewhere: str = "") -> Any:
     async with open_nats(bus, elsewhere) as nc:
         try:
@@ -55,6 +60,8 @@ async def _send(bus: Bus, name: str, cmd: Any, elsewhere: str = "") -> Any:
         except pools.NoPoolService as err:
             raise CliError(str(err), EXIT_UNREACHABLE) from None
         except pools.PoolRejected as err:
+            if err.code == "not_found":
+                raise NoPool(err.reason) from None
             raise CliError(f"refused: {err.reason}") from None
 
 
@@ -233,9 +240,7 @@ async def configure(name: str, policy: str | None, default_priority: int | None,
     """Change a pool's policy, priorities and quotas (what is not given stays)."""
     try:
         current = (await _send(bus, name, ShowPool(hosts=False))).view["terms"]
-    except CliError as err:
-        if "there is no pool" not in str(err):
-            raise
+    except NoPool:  # configure makes the pool
         current = PoolTerms().model_dump()
     tenants = {t: dict(v) for t, v in current["tenants"].items()}
     for field, values in (("priority", priority), ("max_nodes", max_nodes), ("max_clusters", max_clusters)):

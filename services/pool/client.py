@@ -20,8 +20,9 @@ ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected, 
 
 
 class PoolRejected(MusterError):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str | None = None) -> None:
         self.reason = reason
+        self.code = code  # the answer's RejectionCode: `not_found` for a pool nobody made
         super().__init__(reason)
 
 
@@ -45,7 +46,7 @@ async def send(nc: Client, pool: str, command: PoolCommand, timeout: float = 10.
         raise NoPoolService(_no_answer(nc)) from None
     answer = ANSWER.validate_json(msg.data)
     if isinstance(answer, Rejected):
-        raise PoolRejected(answer.reason)
+        raise PoolRejected(answer.reason, answer.code)
     return answer
 
 

@@ -39,21 +39,23 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
         console.print(f"  [yellow]policy warns:[/yellow] {escape(str(warned.get('message')))} (policy "
                       f"{escape(str(warned.get('policy')))})", highlight=False)
     if body.get("approval"):
-        console.print(f"  {escape(approval_line(body['approval'], body.get('state') == 'waiting_for_approval'))}", highlight=False)
+        line = approval_line(body["approval"], body.get("state") == "waiting_for_approval", str(body.get("id", "JOB")))
+        console.print(f"  {escape(line)}", highlight=False)
     if body.get("tasks"):
         print_rows(None, ["task", "state", "attempt", "node", "runs on"],
                    [[t["id"], t["state"], str(t["attempt"]), t.get("node") or "", place(t.get("provisioner"), t.get("worker"))]
                     for t in body["tasks"]], console)
 
 
-def approval_line(a: dict[str, Any], waiting: bool) -> str:
-    """A job's approval for people: what it waits for and what it costs, or how it was decided."""
+def approval_line(a: dict[str, Any], waiting: bool, job_id: str = "JOB") -> str:
+    """A job's approval for people: what it waits for and what it costs, or how it was decided;
+    while it waits, the commands that decide it, whole, to paste."""
     cost = a.get("cost") or {}
     costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
     if waiting:
         costs = f"; {waiting_cost(a)}" if cost else ""
         return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {shown_time(a.get('expires_at'))}{costs}: "
-                "`muster job approve` or `muster job reject`")
+                f"`muster job approve {job_id}` or `muster job reject {job_id}`")
     decided = {"approved": "approved", "rejected": "rejected", "expired": "expired: nobody decided"}.get(
         str(a.get("decision")), str(a.get("decision") or "not decided"))
     by = f" by {a['by']}" if a.get("by") else ""

@@ -355,18 +355,32 @@ def provider_mapped(f: Facts) -> None:
 # -- layout changes --------------------------------------------------------------------------
 
 
+def _other_way(f: Facts, verb: str, nodes: int) -> str:
+    """The command that goes to `nodes` when an expand or shrink was asked the wrong way (walk
+    of session 27: an expand to fewer nodes said only that it needs more); none when the
+    template's size range would refuse that one too."""
+    found = _size_change(f)
+    if found is not None and not found[0].constraints.size.allows_change(found[1], nodes):
+        return ""
+    return f": to make it {'smaller' if verb == 'shrink' else 'larger'}, `muster cluster {verb} {_cluster(f).name} --nodes {nodes}`"
+
+
 def grows(f: Facts) -> None:
     cmd: ExpandCluster = f.command
     total = len(_cluster(f).nodes)
     if cmd.nodes <= total:
-        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
+        other = _other_way(f, "shrink", cmd.nodes) if cmd.nodes < total else ""
+        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested{other}", code="invalid",
+                      field="nodes")
 
 
 def shrinks(f: Facts) -> None:
     cmd: ShrinkCluster = f.command
     total = len(_cluster(f).nodes)
     if cmd.nodes >= total:
-        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
+        other = _other_way(f, "expand", cmd.nodes) if cmd.nodes > total else ""
+        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested{other}", code="invalid",
+                      field="nodes")
 
 
 def _size_change(f: Facts) -> tuple[ClusterTemplate, int, int] | None:

@@ -396,8 +396,12 @@ def retriable(job: Job, cluster: Cluster) -> None:
     admitted on the cluster since (its plan was made on what that job changed, or it runs now),
     or the cluster is gone."""
     if cluster.job_id != str(job.id):
-        raise Refused(f"job {job.id} is not cluster {cluster.name!r}'s last job: job {cluster.job_id} came after it "
-                      "and the cluster is as that one left it; ask for the operation again", code="conflict", field="job_id")
+        # Names the last job and how to retry it: a walk of session 27 read only "is not cluster
+        # 'c1''s last job" and had to find which one was.
+        last = cluster.job_id
+        raise Refused(f"job {job.id} is not the last job of cluster {cluster.name!r}: its last job is {last}, which came "
+                      "after it and left the cluster as it is; ask for the operation again (or `muster job retry "
+                      f"{last}` if that one is to retry)", code="conflict", field="job_id")
     if cluster.status == "deleted":
         raise Refused(f"cluster {cluster.name!r} is deleted: job {job.id} has nothing left to retry", code="conflict",
                       field="job_id")

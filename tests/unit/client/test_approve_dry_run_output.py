@@ -32,3 +32,9 @@ def test_a_warning_new_since_the_request_is_said_once(capsys: pytest.CaptureFixt
     lines = capsys.readouterr().out.splitlines()
     assert [line for line in lines if said in line] == [f"warning: {said} (policy nodes; new since the request)"], lines
     assert "policy warns: older (policy p)" in lines
+
+
+def test_an_allowed_look_names_the_command_that_approves_with_the_jobs_id(capsys: pytest.CaptureFixture[str]) -> None:
+    """Walk of session 27: the commands a person is told to run are whole, with the job's id."""
+    print_dry_run("approve", DryRun(plan={"tasks": [], "stages": []}, policy={"deny": [], "warn": [], "approval": []}), "j7")
+    assert "the policies allow it now: `muster job approve j7` runs it" in capsys.readouterr().out

@@ -276,3 +276,23 @@ def test_a_dry_runs_stages_name_each_service_so_a_stop_shows_what_it_takes_with_
         ops_session.print_dry_run("stop", DryRun(plan=plan, plan_id="p1", catalog_version="c1"))
     said = captured.get()
     assert "stage 1: 1× stop rm\n" in said and "stage 2: 1× stop zk\n" in said and "stage 3: 2× create\n" in said
+
+
+def test_a_dry_run_says_which_starts_are_thrown_in_on_nodes_the_operation_does_not_change() -> None:
+    """Walk of session 27: an expand's dry run listed `start hdfs-namenode` among the new nodes'
+    tasks, read as the expand touching an old node; it is a start of a running service (docs/planner.md)."""
+    from contracts.commands import DryRun
+    from muster import ops_session
+
+    tasks = [{"id": "n3.create", "node": "n3", "action": "create"},
+             {"id": "n1.start.nn", "node": "n1", "action": "start", "service": "nn"},
+             *({"id": f"n{i}.start.dn", "node": f"n{i}", "action": "start", "service": "dn"} for i in range(4, 9))]
+    plan = {"tasks": tasks, "stages": [[t["id"] for t in tasks]], "thrown_in": [t["id"] for t in tasks[1:]]}
+    with ops_session.out.capture() as captured:
+        ops_session.print_dry_run("expand", DryRun(plan=plan, plan_id="p1", catalog_version="c1"))
+    said = " ".join(captured.get().split())
+    assert "running already, started again so what needs them starts after them (idempotent; a rollback leaves them): " \
+           "nn on n1, dn on 5 nodes" in said, said
+    with ops_session.out.capture() as captured:
+        ops_session.print_dry_run("expand", DryRun(plan={**plan, "thrown_in": []}, plan_id="p1", catalog_version="c1"))
+    assert "running already" not in captured.get()

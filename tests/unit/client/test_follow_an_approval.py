@@ -37,8 +37,10 @@ async def test_a_job_waiting_for_an_approver_is_said_and_so_is_its_decision(caps
     with pytest.raises(CliError):
         await follow(story(asked, decided), JOB, "create", ["JobSucceeded"], 0.05)
     said = capsys.readouterr().err.splitlines()
+    # The commands whole, with the job's id, to paste (walk of session 27: `approve|reject` alone).
     assert said == ["create: waits for approval (rules big) until 2026-12-01 20:48:42 UTC: an approver decides "
-                    "(`muster job approve|reject`); --wait waits for the end (Ctrl-C stops the waiting, not the job)",
+                    f"(`muster job approve {JOB}` or `muster job reject {JOB}`); --wait waits for the end "
+                    "(Ctrl-C stops the waiting, not the job)",
                     "create: approved by ada: looked at the plan"], said
 
 

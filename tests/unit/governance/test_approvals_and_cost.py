@@ -104,7 +104,7 @@ def test_muster_status_shows_a_jobs_policy_warnings_and_its_approval() -> None:
     assert "policy warns: watch the cost (policy w)" in waiting
     assert ("approval: waits (rules big) until 2026-11-30 03:48:01 UTC; costs 0.375/h once done at the prices when it was "
             "requested (now 0.00/h; Check first, or `muster job approve --dry-run`, for today's): "
-            "`muster job approve` or `muster job reject`") in waiting
+            "`muster job approve j1` or `muster job reject j1`") in waiting  # whole, to paste
     decided = shown({**body, "state": "succeeded", "approval": {**body["approval"], "decision": "approved", "by": "apo",
                                                                 "comment": "fine"}})
     assert "approval: approved by apo: fine (rules big); costs 0.375/h once done (now 0.00/h)" in decided

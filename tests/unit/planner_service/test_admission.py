@@ -250,6 +250,23 @@ async def test_a_dry_run_of_a_rule_breaking_request_is_refused_too(h: Harness) -
     assert isinstance(reply, Rejected) and "expand needs more than" in reply.reason
 
 
+async def test_a_size_past_the_clusters_the_other_way_names_the_verb_that_goes_there(h: Harness) -> None:
+    """Walk of session 27: an expand of a 3-node cluster to 2 said only that it needs more than 3."""
+    cid = await h.cluster_of(3)
+    name = h.cluster(cid).name
+    smaller = await h.send(ExpandCluster(cluster_id=cid, nodes=2))
+    assert isinstance(smaller, Rejected) and smaller.reason == (
+        f"expand needs more than the cluster's 3 nodes; 2 requested: to make it smaller, `muster cluster shrink {name} "
+        "--nodes 2`"), smaller
+    larger = await h.send(ShrinkCluster(cluster_id=cid, nodes=5))
+    assert isinstance(larger, Rejected) and larger.reason.endswith(f"to make it larger, `muster cluster expand {name} --nodes 5`")
+    same = await h.send(ExpandCluster(cluster_id=cid, nodes=3))  # already that size: nothing to point to
+    assert isinstance(same, Rejected) and same.reason == "expand needs more than the cluster's 3 nodes; 3 requested", same
+    # a size the template's range would refuse too (hadoop-small: 2 to 50): no pointer to a second refusal
+    below = await h.send(ExpandCluster(cluster_id=cid, nodes=1))
+    assert isinstance(below, Rejected) and below.reason == "expand needs more than the cluster's 3 nodes; 1 requested", below
+
+
 async def test_an_admission_hook_refuses_before_the_rules_and_sees_the_principal() -> None:
     seen: list[tuple[str | None, str]] = []
 

@@ -67,6 +67,21 @@ async def test_each_cluster_operation_dry_runs(verb: str) -> None:
     assert reply.cluster_version == h.cluster(cid).version and reply.plan_id
 
 
+async def test_an_expands_dry_run_names_its_thrown_in_starts_on_the_old_nodes(h: Harness) -> None:
+    """Walk of session 27: an expand's dry run planned `start hdfs-namenode` on an old node, read
+    as the expand touching it. It is the thrown-in start of what the new nodes need running
+    (docs/planner.md, "Subsets"), and the answer says which tasks those are."""
+    cid = await h.cluster_of(2)
+    old = set(h.cluster(cid).nodes)
+    reply = await h.send(ExpandCluster(cluster_id=cid, nodes=3, dry_run=True))
+    assert isinstance(reply, DryRun), reply
+    nodes = {t["id"]: t["node"] for t in reply.plan["tasks"]}
+    thrown = reply.plan["thrown_in"]
+    assert {"hdfs-namenode", "yarn-resourcemanager"} <= {tid.split(".start.")[1] for tid in thrown}, thrown
+    assert {nodes[tid] for tid in thrown} <= old  # on old nodes, only starts
+    assert not {node for tid, node in nodes.items() if tid not in thrown} & old  # the rest: the new node only
+
+
 async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:
     reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, services=["base", "hdfs-datanode"], dry_run=True))
     assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:") and reply.code == "invalid"

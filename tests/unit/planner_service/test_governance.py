@@ -135,6 +135,8 @@ async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, s
     await put(h, "rule", "deletes", operations=["delete"], allow_self_approval=allow_self, expires_after_s=600)
     reply = await h.send(DeleteCluster(cluster_id=cluster_id, request_id="del"), principal="uma")
     assert isinstance(reply, Accepted) and "waits for approval" in reply.warnings[0]
+    # The commands that decide it, whole with the job's id (walk of session 27: the id was left out).
+    assert f"`muster job approve {reply.job_id}` or `muster job reject {reply.job_id}`" in reply.warnings[0], reply.warnings
     await h.settle()
     job = h.job(reply.job_id)
     assert job.view()["state"] == "waiting_for_approval" and job.planned and h.queue.take() == []
@@ -285,7 +287,7 @@ async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
     waiting = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=3), principal="builder")
     assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
     # until when, as `muster status` says it (it said `2026-12-01T14:41:53.193697Z`)
-    assert re.search(r" until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: `muster job approve`", waiting.warnings[0]), waiting.warnings
+    assert re.search(r" until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: `muster job approve \S+`", waiting.warnings[0]), waiting.warnings
     approve = await h.send(ApproveJob(job_id=waiting.job_id), principal="builder")
     # Why it may not (no grant would help); it named a grant of `approve` to ask for.
     assert isinstance(approve, Rejected) and approve.reason.startswith("builder asked for the job and may not approve it"), approve

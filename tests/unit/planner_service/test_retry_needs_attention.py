@@ -90,8 +90,9 @@ async def test_a_retry_is_refused_once_another_job_ran_on_the_cluster() -> None:
     await h.settle()
     refused = await h.send(RetryJob(job_id=job_id))
     assert isinstance(refused, Rejected) and refused.code == "conflict" and refused.reason == (
-        f"job {job_id} is not cluster 'c1''s last job: job {delete.job_id} came after it and the cluster is as that one "
-        "left it; ask for the operation again"), refused
+        f"job {job_id} is not the last job of cluster 'c1': its last job is {delete.job_id}, which came after it and left "
+        f"the cluster as it is; ask for the operation again (or `muster job retry {delete.job_id}` if that one is to "
+        "retry)"), refused
     assert h.events(job_id, "JobRetried") == []
 
 

@@ -25,7 +25,7 @@ class Pool:
     async def send(self, nc: Any, pool: str, command: Any) -> PoolAnswer:
         self.sent.append(command)
         if self.hosts is None:
-            raise pool_demo.pools.PoolRejected("there is no pool 'lab'")
+            raise pool_demo.pools.PoolRejected("no pool 'lab': there are no pools yet", "not_found")
         if isinstance(command, ShowPool):
             return PoolAnswer(view={"hosts_detail": self.hosts})
         assert isinstance(command, RemoveHost)

@@ -26,9 +26,9 @@ WAITING = {"rules": ["creates"], "expires_at": "2026-12-01T00:00:00+00:00", "dec
 def test_a_waiting_job_shows_its_cost_at_todays_prices_and_the_requests_when_they_moved() -> None:
     """Only the cost at the request was shown, unlabelled, until someone pressed Check first:
     an approver decided on a figure the approval would not judge (decision 42)."""
-    moved = approval_line({**WAITING, "cost_now": {"per_hour": 0.2, "before_per_hour": 0}}, waiting=True)
+    moved = approval_line({**WAITING, "cost_now": {"per_hour": 0.2, "before_per_hour": 0}}, waiting=True, job_id="j1")
     assert moved == ("approval: waits (rules creates) until 2026-12-01 00:00:00 UTC; costs 0.20/h once done at today's prices "
-                     "(now 0.00/h; 0.10/h at the prices when it was requested): `muster job approve` or `muster job reject`")
+                     "(now 0.00/h; 0.10/h at the prices when it was requested): `muster job approve j1` or `muster job reject j1`")
     same = approval_line({**WAITING, "cost_now": {"per_hour": 0.1, "before_per_hour": 0}}, waiting=True)
     assert "; costs 0.10/h once done at today's prices (now 0.00/h): " in same
     unknown = approval_line(WAITING, waiting=True)  # no planner answered: the log's view
