@@ -45,7 +45,7 @@ lint: install
 TEST_WORKERS ?= 3
 test: bytecode lint
 	sh deploy/system-deps.sh
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0 --durations=15
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -29,7 +29,11 @@ from click.testing import CliRunner
 from muster.cli import main
 
 _ONE_AT_A_TIME = threading.Lock()
-_COMMANDS = threading.local()
+_COMMANDS: dict[str, Any] = {}
+"""The running command's streams ("stdout", "stderr") and its thread ("thread"): one command at
+a time. A plain dict read under the GIL, not a `threading.local`: a worker of the suite died of a
+segmentation fault inside `_stream`'s read of one (a service logging from the test's thread
+while a command's thread came and went; CPython 3.11)."""
 
 
 class _Routed:
@@ -40,7 +44,8 @@ class _Routed:
         self._name, self._replaced = name, replaced
 
     def _stream(self) -> Any:
-        return getattr(_COMMANDS, self._name, None) or self._replaced
+        running = _COMMANDS.get(self._name) if _COMMANDS.get("thread") == threading.get_ident() else None
+        return running or self._replaced
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._stream(), attr)
@@ -55,15 +60,23 @@ class _Routed:
 class _Runner(CliRunner):
     @contextlib.contextmanager
     def isolation(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        outer = sys.stdout, sys.stderr
+        outer = _unrouted(sys.stdout), _unrouted(sys.stderr)
         with super().isolation(*args, **kwargs) as streams:
-            _COMMANDS.stdout, _COMMANDS.stderr = sys.stdout, sys.stderr
+            _COMMANDS.update(stdout=sys.stdout, stderr=sys.stderr, thread=threading.get_ident())
             sys.stdout, sys.stderr = _Routed("stdout", outer[0]), _Routed("stderr", outer[1])
             try:
                 yield streams
             finally:
-                sys.stdout, sys.stderr = _COMMANDS.stdout, _COMMANDS.stderr
-                _COMMANDS.stdout = _COMMANDS.stderr = None
+                sys.stdout, sys.stderr = _COMMANDS["stdout"], _COMMANDS["stderr"]
+                _COMMANDS.clear()
+
+
+def _unrouted(stream: Any) -> Any:
+    """The stream under any `_Routed` left in `sys.stdout` (a runner of click's own, used by a
+    test meanwhile, restores what it found): routes never stack up."""
+    while isinstance(stream, _Routed):
+        stream = stream._replaced
+    return stream
 
 
 def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
