@@ -61,7 +61,7 @@ async def test_a_consumer_acknowledges_the_types_it_does_not_handle_unread(nc: C
         take(rs)
 
     durable = f"unwanted-{tenant}"
-    acks = await _acks(nc, durable)
+    acks = await _acks(nc, durable, subject)
     sub = await (consume_batches(nc.jetstream(), subject, durable, many, types={"ClusterStatusChanged"}) if batches else
                  consume_events(nc.jetstream(), subject, durable, one, types={"ClusterStatusChanged"}))
     try:
@@ -113,7 +113,7 @@ async def test_the_types_it_does_not_handle_never_reach_nats_py(nc: Client, tena
         await many([r])
 
     durable = f"screened-{tenant}"
-    acks = await _acks(nc, durable)
+    acks = await _acks(nc, durable, subject)
     sub = await (consume_batches(nc.jetstream(), subject, durable, many, types={"ClusterStatusChanged"}) if batches else
                  consume_events(nc.jetstream(), subject, durable, one, types={"ClusterStatusChanged"}))
     try:
