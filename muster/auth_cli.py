@@ -19,6 +19,7 @@ import nats.errors
 
 from contracts import subjects
 from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
+from muster.help_group import WholeHelpGroup
 
 from .bus.connect import CredentialsError, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_bus
@@ -101,7 +102,7 @@ def _cell(value: Any) -> str:
 # -- tenant -------------------------------------------------------------------------------------
 
 
-@click.group("tenant")
+@click.group("tenant", cls=WholeHelpGroup)
 def tenant() -> None:
     """Tenants (super admins)."""
 
@@ -147,7 +148,7 @@ async def tenant_list(bus: Bus, as_json: bool) -> None:
 # -- user ---------------------------------------------------------------------------------------
 
 
-@click.group("user")
+@click.group("user", cls=WholeHelpGroup)
 def user() -> None:
     """Users and admins (tenant admins for their tenant, super admins for all)."""
 
@@ -199,7 +200,7 @@ async def user_disable(principal: str, reason: str, bus: Bus, as_json: bool) -> 
 # -- token --------------------------------------------------------------------------------------
 
 
-@click.group("token")
+@click.group("token", cls=WholeHelpGroup)
 def token() -> None:
     """Bearer tokens (for the bus and the tracker alike)."""
 

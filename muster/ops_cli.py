@@ -39,6 +39,7 @@ from contracts.commands import (
     UpgradeService,
 )
 from contracts.pools import Callback
+from muster.help_group import WholeHelpGroup
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
@@ -64,7 +65,7 @@ def _total(nodes: int | None, delta: int | None, current: int, sign: int, verb: 
 # -- muster cluster ------------------------------------------------------------------------------
 
 
-@click.group("cluster")
+@click.group("cluster", cls=WholeHelpGroup)
 def cluster() -> None:
     """Create, change and delete clusters; list and show them (from the log)."""
 
@@ -284,7 +285,7 @@ for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, ex
 # -- muster job -----------------------------------------------------------------------------------
 
 
-@click.group("job")
+@click.group("job", cls=WholeHelpGroup)
 def job() -> None:
     """Control a job: pause, resume, cancel, retry; approve or reject one that waits; wait for one; list them."""
 

@@ -20,6 +20,7 @@ from muster.bus.eventstore import EventStore
 from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
+from muster.help_group import WholeHelpGroup
 from muster.tables import print_rows
 from muster.times import shown_time
 from muster.tracker_client import TrackerReads
@@ -109,7 +110,7 @@ def catalog_errors(err: BaseException) -> CliError | None:
     return CliError(str(err), EXIT_INVALID) if isinstance(err, CatalogFileError) else None
 
 
-@click.group("catalog")
+@click.group("catalog", cls=WholeHelpGroup)
 def catalog() -> None:
     """Administer the tenant's catalog: providers, hardware, images, services, templates."""
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded, running_deployment
+from muster.help_group import WholeHelpGroup
 
 
-@click.group("tls")
+@click.group("tls", cls=WholeHelpGroup)
 def tls() -> None:
     """Certificates: issue them from a local CA, rotate a running deployment's."""
 

@@ -34,6 +34,7 @@ from muster.cli_support import (
     json_option,
 )
 from muster.durations import spoken
+from muster.help_group import WholeHelpGroup
 from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 from muster.times import shown_time
@@ -121,7 +122,7 @@ def _name(path: Path) -> str:
 # -- muster policy ----------------------------------------------------------------------------------
 
 
-@click.group("policy")
+@click.group("policy", cls=WholeHelpGroup)
 def policy() -> None:
     """Rego policies evaluated on every request, its layout, its plan and its cost (docs/governance.md)."""
 
@@ -249,7 +250,7 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
 # -- muster rule --------------------------------------------------------------------------------
 
 
-@click.group("rule")
+@click.group("rule", cls=WholeHelpGroup)
 def rule() -> None:
     """Approval rules: requests they match wait for an approver (`muster job approve|reject`)."""
 
@@ -315,7 +316,7 @@ async def rule_delete(name: str, as_json: bool, bus: Bus) -> None:
 # -- muster notify ------------------------------------------------------------------------------
 
 
-@click.group("notify")
+@click.group("notify", cls=WholeHelpGroup)
 def notify() -> None:
     """Notification subscriptions: webhooks (signed) and bus subjects (docs/governance.md)."""
 

@@ -15,6 +15,7 @@ from contracts.commands import VERB_OF
 from contracts.governance import Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
+from muster.help_group import WholeHelpGroup
 from muster.ops_care_cli import seconds
 from muster.times import shown_time
 
@@ -25,7 +26,7 @@ from .domain.schedules import due, typed
 # -- muster schedule ----------------------------------------------------------------------------
 
 
-@click.group("schedule")
+@click.group("schedule", cls=WholeHelpGroup)
 def schedule() -> None:
     """Operations sent at set times, as their owner: `schedule create NAME --cron '0 3 * * *' -- cluster check c1`."""
 

@@ -64,6 +64,7 @@ from .adapters.callbacks import CallbackSender, target_text
 from .domain.intake import FACT_TYPES, take
 from .domain.pool import Pool, PoolCreated, PoolError
 from .domain.pool import hosts as count_hosts  # `hosts` names lists here
+from .domain.views import pools_there
 
 log = structlog.get_logger("muster.pool")
 T = TypeVar("T")
@@ -332,9 +333,8 @@ class PoolService:
     async def no_pool(self, name: str) -> NoSuchPool:
         """The refusal of a pool nobody made, with the pools there are: a walk of session 27 read
         `refused: there is no pool 'lab'` (like a permission problem) and had to guess the names."""
-        names = sorted(set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)})
-        there = f"the pools are {', '.join(names)}" if names else "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)"
-        return NoSuchPool(f"no pool {name!r}: {there}")
+        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)}
+        return NoSuchPool(f"no pool {name!r}: {pools_there(list(names))}")
 
     async def list_pools(self) -> list[dict[str, Any]]:
         """Every pool in the log (another pool service may have made some)."""

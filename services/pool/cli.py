@@ -22,6 +22,7 @@ from contracts.pools import HostSpec, PoolTerms, TenantTerms
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, json_option, parse_json_arg
 from muster.client import default_user
+from muster.help_group import WholeHelpGroup
 from muster.tables import print_rows
 
 from . import client as pools
@@ -31,7 +32,7 @@ out = Console(highlight=False, soft_wrap=True, markup=False)
 PROPERTY_KEYS = ("cpu", "memory", "labels", "extra")
 
 
-@click.group("pool")
+@click.group("pool", cls=WholeHelpGroup)
 def pool() -> None:
     """Resource pools: SSH hosts lent to one node of one cluster at a time."""
 

@@ -11,13 +11,14 @@ import click
 
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command
+from muster.help_group import WholeHelpGroup
 from muster.tracker_client import TrackerReads
 
 from .app import request_drain
 from .presence import wait_gone
 
 
-@click.group("provisioners")
+@click.group("provisioners", cls=WholeHelpGroup)
 def provisioners() -> None:
     """List and drain live provisioners."""
 

@@ -14,11 +14,11 @@ from nats.js import JetStreamContext
 
 from contracts import subjects
 from muster.bus.repository import log_seq
-from services.pool.domain.views import change_for, pool_view
+from services.pool.domain.views import change_for, pool_view, pools_there
 from services.pool.mirror import PoolMirror
 
 from . import auth as auth_
-from .params import BadParameter, not_found, shown, tenant_of
+from .params import BadParameter, error, shown, tenant_of
 from .sse import deliveries, sse, stream_response
 from .still import end_if_lost
 
@@ -43,6 +43,11 @@ def pool_of(request: web.Request) -> str:
     return name
 
 
+def no_pool(mirror: PoolMirror, name: str) -> web.Response:
+    """A pool nobody made, with the pools there are (pools are every tenant's: "in tenant X" misled)."""
+    return error(404, f"no pool {name!r}: {pools_there(list(mirror.pools))}")
+
+
 async def list_pools(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     mirror = request.app[POOLS]
@@ -58,7 +63,7 @@ async def get_pool(request: web.Request) -> web.Response:
         raise BadParameter("hosts", f"hosts {shown(hosts)} is not true or false")
     pool = await request.app[POOLS].pool(name)
     if pool is None:
-        return not_found("pool", name, tenant)
+        return no_pool(request.app[POOLS], name)
     view = pool_view(pool, tenant, hosts=True)
     if hosts == "false":
         view["hosts_detail"] = []
@@ -69,7 +74,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
     tenant, name = tenant_of(request), pool_of(request)
     mirror = request.app[POOLS]
     if await mirror.pool(name) is None:
-        return not_found("pool", name, tenant)
+        return no_pool(mirror, name)
     still = auth_.still_reading(request, None)  # a pool is read by any principal of the tenant: the token alone
     response = stream_response()
     with mirror.listening(name) as queue:

@@ -1,15 +1,17 @@
 """Governance in the console, in a real browser (conftest.py): a job that waits for approval
-is listed so, shows its plan and is approved from its page; the governance page shows the schedules with
-their next runs and the approval rules."""
+is listed so, shows its plan and is approved from its page (not by its requester, unless the rule
+allows it); the governance page shows the schedules with their next runs and the approval rules."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from playwright.sync_api import expect
 
 from .conftest import Muster
+from .test_operate import person, sign_in
 
 LONG = 90_000
 
@@ -48,3 +50,42 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     expect(row).to_contain_text("cluster check gated-1")
     expect(row.get_by_test_id("next-run")).not_to_have_text("–")
     expect(page.get_by_test_id("rules")).to_contain_text("gated")
+
+
+def test_the_requester_is_not_offered_approve_and_told_who_decides(muster: Muster, page: Any) -> None:
+    """Walk of session 27: the requester's page offered Approve, and the click was refused
+    (docs/governance.md: never the requester unless every rule that matched allows self-approval,
+    whatever its grants). Now it says why and offers Reject alone; the planner still refuses an
+    approval sent anyway."""
+    at = ["--data-dir", str(muster.data_dir)]
+    asker = f"asker-{uuid.uuid4().hex[:6]}"  # may create and approve clusters, and read the templates
+    token = json.loads(muster.cli("user", "create", asker, "--tenant", "default", "--json", *at).stdout)["token"]
+    for permission, scope in (("write", "cluster:*"), ("approve", "cluster:*"), ("read", "catalog:*")):
+        muster.cli("grant", asker, permission, "--scope", scope, "--tenant", "default", *at)
+    muster.cli("rule", "add", "not-mine", "-o", "create", "--cluster", "not-mine-*", "--expires", "1h", *at)
+    try:
+        out = muster.cli("cluster", "create", "not-mine-1", "-t", "tiny-small", "-n", "1", "--json", *at, env={"MUSTER_TOKEN": token})
+        made = json.loads(out.stdout.splitlines()[0])
+        assert made["type"] == "Accepted" and "waits for approval" in made["warnings"][0], made
+        sign_in(page, token, f"/ui/jobs/{made['job_id']}")
+        expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
+        expect(page.get_by_test_id("approval-own")).to_contain_text("Waiting for another approver: you requested it")
+        expect(page.get_by_test_id("approve")).to_have_count(0)
+        expect(page.get_by_test_id("check")).to_have_count(0)
+        expect(page.get_by_test_id("reject")).to_be_visible()
+
+        # A form posted with approve anyway (an old page, a crafted request): still refused, in words.
+        page.get_by_test_id("reject").evaluate("button => { button.value = 'approve'; }")
+        page.get_by_test_id("reject").click()
+        expect(page.get_by_test_id("decision-said")).to_contain_text(f"{asker} asked for the job and may not approve it")
+        expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
+
+        sign_in(page, person(muster, "approver", "approve", "cluster:*"), f"/ui/jobs/{made['job_id']}")
+        expect(page.get_by_test_id("approve")).to_be_visible()
+        expect(page.get_by_test_id("approval-own")).to_have_count(0)
+        page.get_by_test_id("approve").click()
+        expect(page.get_by_test_id("decision-said")).to_have_text("approved")
+        page.reload()
+        expect(page.get_by_test_id("approval-decision")).to_contain_text("approved by approver-")
+    finally:
+        muster.cli("rule", "delete", "not-mine", *at)

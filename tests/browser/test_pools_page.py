@@ -85,8 +85,28 @@ def test_a_pool_page_shows_hosts_their_holders_and_the_line_in_policy_order(must
     expect(line.nth(1)).to_contain_text("default")
     expect(line.nth(1)).to_contain_text("c-later")
 
-    page.goto("/ui/pools/no-such-pool")
-    expect(page.get_by_test_id("error")).to_have_text("There is no pool no-such-pool.")
+
+
+def test_a_pool_nobody_made_is_answered_with_the_pools_there_are(muster: Muster, page: Any, tmp_path: Path) -> None:
+    """Walk of session 27: `muster pool show` of a mistyped pool named the pools there are, the
+    console's page of it said "There is no pool lab-listd." alone (and linked to clusters and jobs)."""
+    hosts = [{"id": f"l{i}", "address": f"10.9.2.{i}", "host_keys": [KEY], "cpu": 4} for i in (1, 2)]
+    (tmp_path / "hosts.json").write_text(json.dumps(hosts))
+    muster.cli("pool", "add-hosts", "lab-listed", str(tmp_path / "hosts.json"), "--data-dir", str(muster.data_dir))
+
+    answer = page.goto("/ui/pools/lab-listd")
+    assert answer is not None and answer.status == 404
+    said = page.get_by_test_id("error")
+    expect(said).to_contain_text("There is no pool lab-listd: the pools are ")
+    expect(said).to_contain_text("lab-listed")
+    row = page.get_by_test_id("pool").filter(has_text="lab-listed")  # as /ui/pools lists them
+    expect(row.locator("td").nth(0)).to_have_text("2")  # hosts
+    expect(row).to_contain_text("unassigned 2")
+    row.get_by_role("link", name="lab-listed").click()
+    expect(page.get_by_test_id("pool-name")).to_have_text("lab-listed")
+    expect(page.get_by_test_id("host")).to_have_count(2)
+    page.get_by_role("link", name="All pools").click()
+    expect(page.get_by_test_id("pool").filter(has_text="lab-listed")).to_have_count(1)
 
 
 def _pool_catalog(folder: Path, pool: str) -> Path:

@@ -20,6 +20,12 @@ from .pool import Pool, hosts, ordinal
 HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")
 
 
+def pools_there(names: list[str]) -> str:
+    """What follows "no pool X: " wherever one nobody made is named (the bus, the API, the
+    console): the pools there are, or how one is made."""
+    return f"the pools are {', '.join(sorted(names))}" if names else "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)"
+
+
 def host_for(host: dict[str, Any], tenant: str | None) -> dict[str, Any]:
     holder = host.get("holder")
     if tenant is None or holder is None or holder.get("tenant") == tenant:

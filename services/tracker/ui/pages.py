@@ -18,7 +18,7 @@ from aiohttp import web
 from contracts import subjects
 from contracts.catalog import KINDS
 from muster.bus.repository import log_seq
-from services.pool.domain.views import pool_view, terms_for
+from services.pool.domain.views import pool_view, pools_there, terms_for
 
 from .. import api
 from ..cost import tenant_cost
@@ -256,14 +256,18 @@ async def provisioners(request: web.Request, viewer: Viewer) -> web.StreamRespon
     return render(request, "provisioners.html", viewer, **await reads.provisioners(tracker_of(request), viewer.tenant, viewer.operator))
 
 
-@page
-async def pools(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+async def every_pool(request: web.Request, viewer: Viewer) -> list[dict[str, Any]]:
+    """Every pool's summary as the viewer's tenant sees it, by name."""
     mirror = request.app.get(POOLS)
     if mirror is None:
-        return render(request, "pools.html", viewer, pools=[])
+        return []
     await mirror.wait_ready()
-    return render(request, "pools.html", viewer,
-                  pools=[pool_view(mirror.pools[n], viewer.tenant, hosts=False) for n in sorted(mirror.pools)])
+    return [pool_view(mirror.pools[n], viewer.tenant, hosts=False) for n in sorted(mirror.pools)]
+
+
+@page
+async def pools(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    return render(request, "pools.html", viewer, pools=await every_pool(request, viewer))
 
 
 @page
@@ -274,8 +278,9 @@ async def pool(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if not subjects.TOKEN.fullmatch(name):
         raise NotFound(f"{name[:80]!r} is not a pool name.")
     found = await mirror.pool(name) if mirror is not None else None
-    if found is None:
-        raise NotFound(f"There is no pool {name}.")
+    if found is None:  # with the pools there are, as `muster pool show` names them (a walk of session 27)
+        listed = await every_pool(request, viewer)
+        return render(request, "pool_missing.html", viewer, 404, name=name, there=pools_there([p["pool"] for p in listed]), pools=listed)
     view = pool_view(found, viewer.tenant)
     return render(request, "pool.html", viewer, pool=view, terms=terms_for(found, viewer.tenant), seq=log_seq(found),
                   is_uuid=is_uuid)

@@ -57,7 +57,8 @@ async def test_pools_are_read_and_followed_live_and_other_tenants_stay_hidden(en
         assert detail["queue"][0]["position"] == 1 and detail["queue"][0]["tenant"] is None  # globex's, hidden
         globex = await (await http.get("/v1/pools/lab?hosts=false", headers={"X-Muster-Tenant": "globex"})).json()
         assert globex["queue"][0]["request_id"] == "waits" and globex["hosts_detail"] == []
-        assert (await http.get("/v1/pools/nowhere", headers=acme)).status == 404
+        nowhere = await http.get("/v1/pools/nowhere", headers=acme)  # pools are every tenant's: no "in tenant acme"
+        assert nowhere.status == 404 and (await nowhere.json())["error"]["message"] == "no pool 'nowhere': the pools are lab"
         assert (await http.get("/v1/pools/lab?hosts=maybe", headers=acme)).status == 400
         assert (await http.get("/v1/pools/a.b", headers=acme)).status in (400, 404)
 
@@ -69,7 +70,8 @@ async def test_pools_are_read_and_followed_live_and_other_tenants_stay_hidden(en
         assert page.status == 200 and "c-mine" in shown and shown.count('data-testid="host"') == 2
         assert "globex" not in shown and "theirs" not in shown and "another tenant" in shown
         missing = await http.get("/ui/pools/nowhere", headers={"Cookie": "muster_tenant=acme"})
-        assert missing.status == 404 and "There is no pool nowhere." in await missing.text()
+        said = await missing.text()
+        assert missing.status == 404 and "There is no pool nowhere: the pools are lab." in said and 'href="/ui/pools/lab"' in said
 
         stream = await http.get("/v1/pools/lab/stream", headers={"X-Muster-Tenant": "globex"})
         first, view = await asyncio.wait_for(_next_event(stream), 15)

@@ -126,3 +126,30 @@ def test_lease_says_what_it_is_on_a_template_without_one() -> None:
     template, which has none; `--lease 2h` gives such a cluster a lease, and `--lease 0s` none."""
     said = " ".join(CliRunner().invoke(main, ["cluster", "create", "--help"]).output.split())
     assert "at most the template's lease; any, on a template without one (0: none)" in said
+
+
+def groups(cmd: click.Command = main, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Group]]:
+    if isinstance(cmd, click.Group):
+        if path:
+            yield path, cmd
+        for name in cmd.list_commands(click.Context(cmd)):
+            sub = cmd.get_command(click.Context(cmd), name)
+            assert sub is not None
+            yield from groups(sub, (*path, name))
+
+
+@pytest.mark.parametrize("path", [" ".join(p) for p, _ in groups()])
+def test_a_group_help_shows_each_subcommand_line_whole_at_80_columns(path: str) -> None:
+    """Walk of session 27: `muster pool --help` cut its lines to what fit beside the names (`Register
+    static hosts from FILE (YAML or JSON: id,...`): wrapped now, every word there, no line wider."""
+    result = CliRunner().invoke(main, [*path.split(), "--help"], prog_name="muster", terminal_width=80)
+    assert result.exit_code == 0, result.output
+    listed = result.output.split("Commands:\n", 1)[1]
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    group = dict(groups())[tuple(path.split())]
+    for name in group.list_commands(click.Context(group)):
+        sub = group.get_command(click.Context(group), name)
+        assert sub is not None
+        first = sub.get_short_help_str(limit=10_000)  # click's first sentence of the help, uncut
+        assert first and " ".join(first.split()) in " ".join(listed.split()), (name, listed)
+    assert "..." not in listed
