@@ -105,6 +105,10 @@ class TaskMessage(_Wire):
         "appended only while nothing is stored there, so an attempt of a job cancelled meanwhile is never claimed nor "
         "run; none on a rollback's tasks, which a cancel never stops",
     )
+    then: list[TaskMessage] = Field(
+        default_factory=list,
+        description="the rest of a segment (experiment): tasks of the same node, each run after this one succeeded",
+    )
 
 
 class TaskOutcome(_Wire):

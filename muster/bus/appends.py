@@ -321,8 +321,9 @@ class LogWriter:
         if item.trace is None and tracing.enabled():
             item = replace(item, trace=tracing.current())
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if self.group_commit and item.only_if_empty is not None:
-            self._lane(item.only_if_empty).waiting.append((subject, item, stored, 0.0))
+        fence = item.only_if_empty or item.lane
+        if self.group_commit and fence is not None:
+            self._lane(fence).waiting.append((subject, item, stored, 0.0))
             return stored
         busy = self._sending is not None and not self._sending.done()
         if self.group_commit and (busy or self._waiting or not now):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from muster.destinations import Allowed
@@ -40,4 +41,6 @@ class PlannerConfig:
 
     @property
     def settings(self) -> Settings:
-        return Settings(provisioner_class=self.provisioner_class, mode=self.mode)
+        # Experiment (session 26): segments behind a switch while they are measured.
+        return Settings(provisioner_class=self.provisioner_class, mode=self.mode,
+                        segments=os.environ.get("MUSTER_SEGMENTS") == "1")

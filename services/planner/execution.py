@@ -82,6 +82,9 @@ class Execution:
         possible (best effort: not rebuilt after a restart)."""
         self.republish_tries: dict[tuple[str, str, int], int] = {}
         self.republished_at: dict[str, datetime] = {}
+        self.segments: dict[tuple[str, str, int], list[Attempt]] = {}
+        """(job, head task, attempt) -> the rest of its segment, until the head is published."""
+        self.followers: set[tuple[str, str, int]] = set()
         """When each job's queued attempts last went out again (REPUBLISH_QUEUED_EVERY_S)."""
         self.traces = traces.JobTraces()
 
@@ -95,6 +98,11 @@ class Execution:
         if tracing.enabled():
             traces.marks(job, [getattr(e, "payload", None) for e in job.pending_events])
         rest = list(effects.dispatch)
+        if effects.segments:
+            job_key = str(job.id)
+            for (task_id, attempt), followers in effects.segments.items():
+                self.segments[(job_key, task_id, attempt)] = followers
+                self.followers.update((job_key, f.task_id, f.attempt) for f in followers)
         try:
             if effects.dispatch and len(job.pending_events) > self.state.part:
                 rest = await self._save_and_publish(job, cluster, effects.dispatch)
@@ -146,6 +154,12 @@ class Execution:
             # and names no attempt: storing it early is harmless); the publishes find it stored.
             sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
 
+        held: list[tuple[Attempt, datetime | None]] = []  # heads whose followers are not stored yet
+        job_key = str(job.id)
+
+        def whole(a: Attempt) -> bool:
+            return all((f.task_id, f.attempt) not in waiting for f in self.segments.get((job_key, a.task_id, a.attempt), ()))
+
         def stored(part: Sequence[Append]) -> None:
             ready: list[tuple[Attempt, datetime | None]] = []
             for item in part:
@@ -155,6 +169,9 @@ class Execution:
                     if key in waiting:
                         waiting.discard(key)
                         ready.append((Attempt(*key), None))
+            ready = [*held, *ready]
+            held[:] = [r for r in ready if not whole(r[0])]
+            ready = [r for r in ready if whole(r[0])]
             if ready:
                 sending.append(asyncio.ensure_future(self.publish_many(job, cluster, catalog, ready)))
 
@@ -162,7 +179,7 @@ class Execution:
             await self.state.save(job, cluster, stored=stored)
         finally:
             await asyncio.gather(*sending)
-        return [a for a in dispatch if (a.task_id, a.attempt) in waiting]
+        return [a for a in dispatch if (a.task_id, a.attempt) in waiting] + [a for a, _ in held]
 
     async def _store_nodes_map(self, cluster: Cluster, catalog: Catalog) -> None:
         try:
@@ -219,17 +236,29 @@ class Execution:
         job_id = str(job.id)
         shared: dict[Any, Any] = {}
         times: list[datetime] = []
+        def message(a: Attempt) -> TaskMessage:
+            needs = needs_nodes(job.tasks[a.task_id].action)
+            if needs and ref is None:
+                raise RuntimeError("no nodes map")
+            avoid = self.ran_attempts.get((job_id, a.task_id), [])
+            return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
+                                self.config.action_timeout_s, avoid, ref if needs else None, shared)
+
+        skip = {(job_id, a.task_id, a.attempt) for a, _ in attempts} & self.followers if self.followers else set()
         for a, queued_at in attempts:
             at = queued_at or now
             self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
             self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
+            if (job_id, a.task_id, a.attempt) in skip:
+                continue  # (it goes in its segment's head's message)
             try:
-                needs = needs_nodes(job.tasks[a.task_id].action)
-                if needs and ref is None:
-                    raise RuntimeError("no nodes map")
-                avoid = self.ran_attempts.get((job_id, a.task_id), [])
-                messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
-                                             self.config.action_timeout_s, avoid, ref if needs else None, shared))
+                head = message(a)
+                followers = self.segments.get((job_id, a.task_id, a.attempt))
+                if followers:
+                    head = head.model_copy(update={"then": [message(f) for f in followers]})
+                    del self.segments[(job_id, a.task_id, a.attempt)]
+                    self.followers.difference_update((job_id, f.task_id, f.attempt) for f in followers)
+                messages.append(head)
                 sending.append(a)
                 times.append(at)
             except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again

@@ -19,7 +19,7 @@ from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
-from .domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, lets_go
+from .domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, StoreStep, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
 from .lease import Lease
 from .nodes import NodesResolver
@@ -196,6 +196,8 @@ class Workers:
                 stopped = self._runs.pop(action.held, None)
                 if stopped is not None:
                     stopped.cancel()  # (the core let it go: `ran` is not told)
+            elif isinstance(action, StoreStep):
+                self._write(self.store.submit(action.subject, action.append), self._step_stored)
             elif isinstance(action, Store):
                 append = self._traces.outcome(action.held, action.append) if self._traces.held else action.append
                 self._write(self.store.submit(action.subject, append), partial(self._stored, action.held))
@@ -223,6 +225,11 @@ class Workers:
             error = written.exception()
             # A claim refused as stale can only be its fence's doing (claims expect nothing else).
             self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
+
+    def _step_stored(self, written: asyncio.Future[int]) -> None:
+        self._writing.discard(written)
+        if not written.cancelled() and written.exception() is not None:
+            log.error("a segment step's outcome not recorded", error=repr(written.exception()))
 
     def _stored(self, held: int, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

@@ -64,12 +64,16 @@ class Effects:
     """Attempts whose timeout no longer matters."""
     ask_layout: bool = False
     """The job asks the solver for another layout (`JobLayoutRetried`)."""
+    segments: dict[tuple[str, int], list[Attempt]] = field(default_factory=dict)
+    """(head task, attempt) -> the rest of its segment, queued with it and sent in its message
+    (experiment: MUSTER_SEGMENTS)."""
 
     def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
         self.republish_queued |= other.republish_queued
         self.disarm += other.disarm
         self.ask_layout |= other.ask_layout
+        self.segments.update(other.segments)
         return self
 
 
@@ -79,6 +83,8 @@ class Settings:
 
     provisioner_class: str = "default"
     mode: str = "eager"
+    segments: bool = False
+    """Experiment: a node's run of tasks that only it lets go goes as one unit (MUSTER_SEGMENTS=1)."""
 
 
 class DispatchPolicy(Protocol):
@@ -129,8 +135,18 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             return _relayout(job, cluster)
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
-    queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
-    return Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+    klass = queue_class(cluster, settings)
+    queued = [job.queue(t, klass) for t in policy.admit(job, cluster, job.ready())]
+    effects = Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+    if settings.segments and queued:
+        index = job._index()
+        if index is not None:
+            for q in queued:
+                rest = [job.queue(t, klass) for t in index.segment(q.task_id)]
+                if rest:
+                    effects.segments[(q.task_id, q.attempt)] = [Attempt(r.task_id, r.attempt) for r in rest]
+                    effects.dispatch += effects.segments[(q.task_id, q.attempt)]
+    return effects
 
 
 def queue_class(cluster: Cluster, settings: Settings) -> str:

@@ -71,6 +71,13 @@ class Store(_Write):
     __slots__ = ()
 
 
+class StoreStep(_Write):
+    """Append the outcome of a segment's step that is not its last (with the next step's claim,
+    one store); nothing to tell the core once stored (experiment: MUSTER_SEGMENTS)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """Run the task's plugin; then tell the core `ran`."""
@@ -104,4 +111,4 @@ class Note:
     fields: dict[str, Any]
 
 
-Action = Claim | Run | Stop | Store | Answer | Note
+Action = Claim | Run | Stop | Store | StoreStep | Answer | Note

@@ -41,7 +41,7 @@ from contracts.records import Append
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
-from .actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, attempt_key, lets_go, outcome_event
+from .actions import Action, Answer, Claim, Note, Run, Stop, Store, StoreStep, WorkerConfig, attempt_key, lets_go, outcome_event
 
 FINISHING_PER_SLOT = 4
 """Outcomes being stored (their plugins done, their slots free) per plugin slot beyond which the
@@ -105,6 +105,9 @@ class Held:
     planner's attempt timeout then decides, as for any delivery given back."""
     term: int = -1
     """The lease's term its last claim was sent in (-1: sent while the lease had lapsed)."""
+    rest: list[TaskMessage] = field(default_factory=list)
+    """A segment's steps after `task` (experiment: MUSTER_SEGMENTS)."""
+    segment: bool = False
 
 
 @dataclass
@@ -204,6 +207,9 @@ class WorkerCore:
             self.slots.give(slot)
             return [Note("error", "task of another tenant's queue terminated", {"task": task.task_id, "queue": tenant,
                                                                                "says": task.tenant}), Answer(reply, TERM)]
+        rest: list[TaskMessage] = []
+        if task.then:
+            rest, task = list(task.then), task.model_copy(update={"then": []})
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             self.slots.give(slot)
             self.passed += 1
@@ -219,7 +225,8 @@ class WorkerCore:
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
         every = self._keepalive_s.get(tenant, 1.0)
         hid = next(self._ids)
-        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery)
+        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery, rest=rest,
+                              segment=bool(rest))
         self._at(now + every, "keepalive", hid)
         return [self._claim(hid)]
 
@@ -263,11 +270,26 @@ class WorkerCore:
             return after
         if error is not None or outcome is None:
             return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + after
+        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
+        lane = h.task.fence if h.segment else None
+        if outcome.ok and h.rest:
+            # The next step's claim goes with this outcome, one store: the claim is still stored
+            # before its plugin starts (decision 50), and the planner is not asked in between.
+            step = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
+            done_subject, results = h.subject, {**h.task.results, **outcome.result}
+            nxt = h.rest.pop(0)
+            node = nxt.node
+            if outcome.ipaddresses or outcome.hostname:
+                node = node.model_copy(update={"ipaddresses": outcome.ipaddresses or node.ipaddresses,
+                                               "hostname": outcome.hostname or node.hostname})
+            h.task = nxt.model_copy(update={"results": results, "node": node})
+            h.subject = subjects.task_events(nxt.tenant, nxt.job_id, nxt.task_id, self.config.provisioner_id)
+            h.stage = "claiming"
+            return [StoreStep(hid, done_subject, step), self._claim(hid), *after]
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
-        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
-        h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome")
+        h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
         return [Store(hid, h.subject, h.outcome), *after]
 
     def stored(self, hid: int, error: BaseException | None = None, now: float = 0.0) -> list[Action]:
