@@ -34,6 +34,7 @@ from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
 from muster.bus.wire import flush
 
 from .presence import DEFAULT_TTL_S, Presence, Replaced
@@ -101,7 +102,12 @@ class Provisioner:
             started_at=datetime.now(UTC),
         )
         log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
-        self.workers = Workers(nc.jetstream(), log, plugins, config)
+        # A segment delivered again reads its steps' outcomes in forms scoped by the tenant
+        # (its rights name `muster.evt.<tenant>.task.>`, not the log: decision 0057); the
+        # probe of a replicated log's end goes on its own subjects.
+        own = tuple(f"{subjects.EVT}.{tenant}.task.*.*.{config.provisioner_id}" for tenant in config.tenants)
+        reader = ScopedEventStore(nc, confirm=own, deletes=False)
+        self.workers = Workers(nc.jetstream(), log, plugins, config, reader=reader)
         self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.presence.on_replaced = on_replaced
         self.workers.keep(self.presence.lease)

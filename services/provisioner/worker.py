@@ -12,6 +12,8 @@ from typing import Any
 import structlog
 from nats.js import JetStreamContext
 
+from contracts import subjects
+from contracts.events import TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
@@ -19,7 +21,7 @@ from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
-from .domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, StoreStep, WorkerConfig, lets_go
+from .domain.actions import Action, Answer, Claim, Note, Read, Run, Stop, Store, StoreStep, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
 from .lease import Lease
 from .nodes import NodesResolver
@@ -40,6 +42,9 @@ class Workers:
     config: WorkerConfig
     running: set[asyncio.Task[None]] = field(default_factory=set)
     """Plugins running."""
+    reader: EventLog | None = None
+    """Reads a segment's steps delivered again (every provisioner's outcomes of its tenant's
+    tasks, in forms the bus scopes by tenant: `ScopedEventStore`); None: `store`."""
 
     def __post_init__(self) -> None:
         # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
@@ -196,6 +201,10 @@ class Workers:
                 stopped = self._runs.pop(action.held, None)
                 if stopped is not None:
                     stopped.cancel()  # (the core let it go: `ran` is not told)
+            elif isinstance(action, Read):
+                reading = asyncio.get_running_loop().create_task(self._read(action.held, action.steps))
+                self.running.add(reading)  # (given up with the plugins on abort)
+                reading.add_done_callback(self.running.discard)
             elif isinstance(action, StoreStep):
                 self._write(self.store.submit(action.subject, action.append), self._step_stored)
             elif isinstance(action, Store):
@@ -225,6 +234,25 @@ class Workers:
             error = written.exception()
             # A claim refused as stale can only be its fence's doing (claims expect nothing else).
             self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
+
+    async def _read(self, held: int, steps: tuple[TaskMessage, ...]) -> None:
+        """Each step's outcome of its attempt (the first stored, by whichever provisioner), in
+        order, up to the first step without one."""
+        found: list[TaskSucceeded | TaskFailed] = []
+        error: BaseException | None = None
+        reader = self.reader or self.store
+        try:
+            for step in steps:
+                mine = subjects.task_events(step.tenant, step.job_id, step.task_id, self.config.provisioner_id)
+                records = await reader.read(mine.rsplit(".", 1)[0] + ".*")
+                outcome = next((r.event for r in records if isinstance(r.event, (TaskSucceeded, TaskFailed))
+                                and r.event.attempt == step.attempt), None)
+                if outcome is None:
+                    break
+                found.append(outcome)
+        except Exception as err:  # noqa: BLE001 - the delivery goes back; read again at the next
+            error = err
+        self._do(self.core.read(held, found, asyncio.get_running_loop().time(), error))
 
     def _step_stored(self, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

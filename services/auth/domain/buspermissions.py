@@ -300,8 +300,12 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             writes = [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
                    f"{evt}.{tenant}.provisioner.{pid}"]
             # (a large result's body: whether it is stored already, by the direct get of its last part)
-            pub += writes + _read_bodies(writes) + [f"{BODIES[1]}.{tenant}.>",
-                    f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
+            # A segment delivered again reads its steps' claims and outcomes, any provisioner's
+            # of the tenant's tasks (docs/decisions/0058): consumers whose filter is in the
+            # request's subject, no get; the list of streams (is the log replicated?).
+            tasks = [f"{evt}.{tenant}.task.>"]
+            pub += writes + _read_bodies(writes) + _read_bodies(tasks) + _read_events(tasks, deletes=False, gets=[]) + [
+                f"{BODIES[1]}.{tenant}.>", f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>", f"{JS}.STREAM.LIST"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass), subjects.task_queue(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox))
     return BusPermissions((), ())
