@@ -39,8 +39,10 @@ class PlannerConfig:
     """Where a pool callback may go besides public addresses: the pool service's setting, which
     the planner checks a callback with when no pool service answers (docs/pools.md)."""
 
+    segments: bool = field(default_factory=lambda: os.environ.get("MUSTER_SEGMENTS") == "1")
+    """A node's run of tasks that only it lets go is queued and sent as one message (docs/
+    decisions/0058); off unless `MUSTER_SEGMENTS=1` while parts of it are not built."""
+
     @property
     def settings(self) -> Settings:
-        # Experiment (session 26): segments behind a switch while they are measured.
-        return Settings(provisioner_class=self.provisioner_class, mode=self.mode,
-                        segments=os.environ.get("MUSTER_SEGMENTS") == "1")
+        return Settings(provisioner_class=self.provisioner_class, mode=self.mode, segments=self.segments)

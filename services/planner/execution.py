@@ -30,7 +30,7 @@ from . import cancels, leases, traces
 from .attempts import AttemptHolders
 from .budget import SharedBudget
 from .config import PlannerConfig
-from .domain import planning, saga
+from .domain import planning, saga, segments
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Key, Limits
@@ -82,9 +82,6 @@ class Execution:
         possible (best effort: not rebuilt after a restart)."""
         self.republish_tries: dict[tuple[str, str, int], int] = {}
         self.republished_at: dict[str, datetime] = {}
-        self.segments: dict[tuple[str, str, int], list[Attempt]] = {}
-        """(job, head task, attempt) -> the rest of its segment, until the head is published."""
-        self.followers: set[tuple[str, str, int]] = set()
         """When each job's queued attempts last went out again (REPUBLISH_QUEUED_EVERY_S)."""
         self.traces = traces.JobTraces()
 
@@ -98,11 +95,6 @@ class Execution:
         if tracing.enabled():
             traces.marks(job, [getattr(e, "payload", None) for e in job.pending_events])
         rest = list(effects.dispatch)
-        if effects.segments:
-            job_key = str(job.id)
-            for (task_id, attempt), followers in effects.segments.items():
-                self.segments[(job_key, task_id, attempt)] = followers
-                self.followers.update((job_key, f.task_id, f.attempt) for f in followers)
         try:
             if effects.dispatch and len(job.pending_events) > self.state.part:
                 rest = await self._save_and_publish(job, cluster, effects.dispatch)
@@ -123,12 +115,14 @@ class Execution:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         if effects.ask_layout:
             await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
+        again: list[Attempt] = []
         if effects.republish_queued:
             dispatched = set(effects.dispatch)
-            rest += [a for a in self._queued_again(job) if a not in dispatched]
-        if rest:
+            again = [a for a in self._queued_again(job) if a not in dispatched]
+        if rest or again:
             catalog = await self.state.catalog_of(job)
             await self.publish_many(job, cluster, catalog, [(a, None) for a in rest])
+            await self.publish_many(job, cluster, catalog, [(a, None) for a in again], again=True)
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
@@ -154,11 +148,12 @@ class Execution:
             # and names no attempt: storing it early is harmless); the publishes find it stored.
             sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
 
-        held: list[tuple[Attempt, datetime | None]] = []  # heads whose followers are not stored yet
-        job_key = str(job.id)
+        held: list[tuple[Attempt, datetime | None]] = []  # segments' steps not all stored yet
 
-        def whole(a: Attempt) -> bool:
-            return all((f.task_id, f.attempt) not in waiting for f in self.segments.get((job_key, a.task_id, a.attempt), ()))
+        def whole(a: Attempt) -> bool:  # (a segment goes out once each of its steps is stored)
+            if not job.segment_after and not job.segment_next:
+                return True
+            return all((t, job.attempts[t]) not in waiting for t in segments.chain(job, segments.root(job, a.task_id)))
 
         def stored(part: Sequence[Append]) -> None:
             ready: list[tuple[Attempt, datetime | None]] = []
@@ -215,9 +210,15 @@ class Execution:
             then()
         await self.execute(job, cluster, effects, chain=chain)
 
-    async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]]) -> None:
+    async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]],
+                           again: bool = False) -> None:
         """Publish attempts (each already recorded as queued), pipelined by the queue; each
-        timeout is armed first, and an attempt whose publish failed is published again later."""
+        timeout is armed first, and an attempt whose publish failed is published again later.
+        A segment's steps go in one message from its first step still queued, whichever of
+        them `attempts` names (`domain/segments.py`); only that step's timeout is armed (a
+        follower's runs from the outcome before it, `_arm_followers`). `again`: sent before,
+        maybe (a restart, a lost queue or publish): a segment's provisioner reads first which
+        steps ran."""
         if not attempts:
             return
         now = self.timers.clock.now()
@@ -244,20 +245,20 @@ class Execution:
             return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                 self.config.action_timeout_s, avoid, ref if needs else None, shared)
 
-        skip = {(job_id, a.task_id, a.attempt) for a, _ in attempts} & self.followers if self.followers else set()
         for a, queued_at in attempts:
-            at = queued_at or now
-            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
-            self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
-            if (job_id, a.task_id, a.attempt) in skip:
-                continue  # (it goes in its segment's head's message)
+            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, queued_at or now)
+        passed = {a.task_id: at for a, at in attempts}
+        units = segments.groups(job, passed) if job.segment_after or job.segment_next else [([t], None) for t in passed]
+        for steps, key in units:
+            a = Attempt(steps[0], job.attempts[steps[0]])
+            at = passed.get(a.task_id) or now
+            if a.task_id in passed:  # (a step before those asked for is on its way: its timer runs)
+                self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
             try:
                 head = message(a)
-                followers = self.segments.get((job_id, a.task_id, a.attempt))
-                if followers:
-                    head = head.model_copy(update={"then": [message(f) for f in followers]})
-                    del self.segments[(job_id, a.task_id, a.attempt)]
-                    self.followers.difference_update((job_id, f.task_id, f.attempt) for f in followers)
+                if key is not None:
+                    head = head.model_copy(update={"then": [message(Attempt(t, job.attempts[t])) for t in steps[1:]],
+                                                   "segment": key, "again": again})
                 messages.append(head)
                 sending.append(a)
                 times.append(at)
@@ -303,7 +304,7 @@ class Execution:
             if job is None or cluster is None or not job.is_current(task_id, attempt):
                 self.republish_tries.pop((job_id, task_id, attempt), None)
                 return
-            await self.publish(job, cluster, await self.state.catalog_of(job), Attempt(task_id, attempt))
+            await self.publish_many(job, cluster, await self.state.catalog_of(job), [(Attempt(task_id, attempt), None)], again=True)
 
     async def send_unsent(self, job_id: str) -> None:
         """After a failed save (`execute`): the attempts the log holds queued for the job that
@@ -322,11 +323,30 @@ class Execution:
                 return
             if job.is_final:  # (decided on the log's view: a stale copy may have ended where the log has not)
                 return
-            unsent = [a for a in saga.queued_attempts(job) if ("timeout", job_id, a.task_id, a.attempt) not in self.timers.handles]
+            unsent = [a for a in saga.queued_attempts(job) if not self._armed(job, a.task_id)]
             if unsent:
                 log.warning("attempts queued by a save whose answer was lost; publishing them", job=job_id,
                             tasks=[a.task_id for a in unsent][:10], attempts=len(unsent))
-                await self.publish_many(job, cluster, await self.state.catalog_of(job), [(a, None) for a in unsent])
+                await self.publish_many(job, cluster, await self.state.catalog_of(job), [(a, None) for a in unsent], again=True)
+
+    def _armed(self, job: Job, task_id: str) -> bool:
+        """Whether the attempt went out from here: its timeout is armed (a segment's follower:
+        its first queued step's)."""
+        first = segments.root(job, task_id) if job.segment_after else task_id
+        return ("timeout", str(job.id), first, job.attempts[first]) in self.timers.handles
+
+    def _arm_followers(self, job: Job, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
+        """A segment step's success starts the next step's timeout (it was sent with the step
+        before, and waits for it: docs/decisions/0058)."""
+        if not job.segment_next:
+            return
+        timeout = timedelta(seconds=self.config.task_timeout_s)
+        for e in events:
+            nxt = job.segment_next.get(e.task_id) if isinstance(e, TaskSucceeded) else None
+            if nxt is not None and job.segment_after.get(nxt) == e.task_id and job.is_current(nxt, job.attempts[nxt]):
+                key = ("timeout", str(job.id), nxt, job.attempts[nxt])
+                if key not in self.timers.handles:
+                    self.timers.arm(key, self.timers.clock.now() + timeout)
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -353,6 +373,7 @@ class Execution:
                          provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
             await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
+            self._arm_followers(job, [event])
         if current:
             at = recorded.time if recorded is not None else self.timers.clock.now()
             self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
@@ -362,6 +383,7 @@ class Execution:
         catalog = await self.state.catalog_of(job)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
+        self._arm_followers(job, events)
 
     def _chained_outcomes(self, job: Job) -> bool:
         """Whether an outcome's save goes as a chain (`CHAINED_OUTCOMES`): on a log of one
@@ -438,7 +460,10 @@ class Execution:
         queued: their messages may never have reached the queue; publishing them again is
         harmless, and their timeouts count from when they were queued."""
         self.traces.queued_at(job, queued_at)
+        succeeded_at: dict[str, datetime] = {}  # (a segment's step's timeout runs from the success before it)
         for r in await self.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), start_seq=since_seq):
+            if r.type == "TaskSucceeded" and job.segment_next:
+                succeeded_at[r.event.task_id] = r.time
             if r.type == "TaskClaimed":
                 if attempts is not None:
                     attempts.claimed(r)
@@ -451,5 +476,10 @@ class Execution:
         if job.is_final:
             return
         catalog = await self.state.catalog_of(job)
-        await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
+        links = job.segment_after
+
+        def since(a: Attempt) -> datetime | None:
+            before = links.get(a.task_id)
+            return succeeded_at.get(before) if before is not None and before in succeeded_at else queued_at.get((a.task_id, a.attempt))
+        await self.publish_many(job, cluster, catalog, [(a, since(a)) for a in saga.queued_attempts(job)], again=True)
         await self.advance(job, cluster)

@@ -34,6 +34,7 @@ from contracts.events import (
 from muster.readmodel import lifecycle
 from muster.readmodel.observed import state_of
 
+from . import segments
 from .admission import Refused
 from .cluster import Cluster
 from .errors import PlanError
@@ -64,16 +65,12 @@ class Effects:
     """Attempts whose timeout no longer matters."""
     ask_layout: bool = False
     """The job asks the solver for another layout (`JobLayoutRetried`)."""
-    segments: dict[tuple[str, int], list[Attempt]] = field(default_factory=dict)
-    """(head task, attempt) -> the rest of its segment, queued with it and sent in its message
-    (experiment: MUSTER_SEGMENTS)."""
 
     def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
         self.republish_queued |= other.republish_queued
         self.disarm += other.disarm
         self.ask_layout |= other.ask_layout
-        self.segments.update(other.segments)
         return self
 
 
@@ -142,10 +139,10 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
         index = job._index()
         if index is not None:
             for q in queued:
-                rest = [job.queue(t, klass) for t in index.segment(q.task_id)]
-                if rest:
-                    effects.segments[(q.task_id, q.attempt)] = [Attempt(r.task_id, r.attempt) for r in rest]
-                    effects.dispatch += effects.segments[(q.task_id, q.attempt)]
+                before = q.task_id
+                for t in index.segment(q.task_id):
+                    effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
+                    before = t
     return effects
 
 
@@ -267,6 +264,8 @@ def take_outcomes(job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | T
             break
         effects += _take(job, cluster, event, settings, results)
     cluster.record_many(results)
+    if job.segment_after and any(isinstance(e, TaskFailed) for e in events):
+        effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 
@@ -332,6 +331,7 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
                                        state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
+    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 

@@ -223,7 +223,8 @@ class WorkerCore:
                                                                                "says": task.tenant}), Answer(reply, TERM)]
         rest: list[TaskMessage] = []
         if task.then:
-            rest, task = list(task.then), task.model_copy(update={"then": []})
+            # (each step as a message of its own: validated with the head already)
+            rest, task = [TaskMessage.model_construct(**dict(step)) for step in task.then], task.model_copy(update={"then": []})
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             self.slots.give(slot)
             self.passed += 1
@@ -240,11 +241,12 @@ class WorkerCore:
         every = self._keepalive_s.get(tenant, 1.0)
         hid = next(self._ids)
         self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery, rest=rest,
-                              segment=bool(rest))
+                              segment=task.segment is not None or bool(rest))
         self._at(now + every, "keepalive", hid)
-        if rest and delivery > 1:
+        if task.segment is not None and (delivery > 1 or task.again):
             # A segment delivered again (its provisioner lost, its lease lapsed, its delivery
-            # given back): some steps may have run; none runs twice (docs/decisions/0058).
+            # given back) or sent again by its planner: some steps may have run, and none runs
+            # twice (docs/decisions/0058).
             self.held[hid].stage = "reading"
             return [Read(hid, (task, *rest))]
         return [self._claim(hid)]

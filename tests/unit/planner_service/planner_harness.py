@@ -118,6 +118,8 @@ class Harness:
         self.states: dict[tuple[str, str], str] = {}
         """(node, service) -> what `status` answers there, whatever ran (a test's override)."""
         self.solving = True
+        self.ran_segments: list[list[str]] = []
+        """The steps of each segment message run (a head and its `then`)."""
 
     def _planner(self) -> Planner:
         planner = bootstrap(self.log, self.queue, self.config, catalogs=self.catalogs, solver=Solver(), clock=self.clock,
@@ -186,6 +188,20 @@ class Harness:
                 await handler(recorded)
 
     async def work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
+        """Run a message's task; a segment's steps after it in order, while each succeeds
+        (as `WorkerCore` runs them; a held one holds the whole message)."""
+        if message.then and (behaviour or self.behaviour(message)) != "hold":
+            steps = [message.model_copy(update={"then": []}),
+                     *(TaskMessage.model_construct(**dict(step)) for step in message.then)]
+            self.ran_segments.append([s.task_id for s in steps])
+            for step in steps:
+                await self._work(step, behaviour if step is steps[0] else None)
+                if self.log.records[-1].type != "TaskSucceeded":
+                    return
+            return
+        await self._work(message, behaviour)
+
+    async def _work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
         behaviour = behaviour or self.behaviour(message)
         if behaviour == "hold":
             self.held.append(message)

@@ -25,7 +25,7 @@ def _step(task_id: str, action: str = "install", **update: Any) -> TaskMessage:
 
 
 def _segment() -> bytes:
-    head = _step("n1.create", "create")
+    head = _step("n1.create", "create", segment="n1.create.1")
     return head.model_copy(update={"then": [_step("n1.confirm", "confirm"), _step("n1.bootstrap", "bootstrap")]}).model_dump_json().encode()
 
 
@@ -113,6 +113,13 @@ def test_an_outcome_of_another_attempt_is_not_taken_for_this_one() -> None:
     read = _read(core, 2)
     older = _ok("n1.create").model_copy(update={"attempt": 2})
     assert _task_id(_claim(core.read(read.held, [older], 0.1))) == "n1.create"
+
+
+def test_a_segment_sent_again_by_its_planner_reads_first_even_on_its_first_delivery() -> None:
+    core = _core()
+    again = _step("n1.confirm", "confirm", segment="n1.create.1", again=True)
+    [read] = core.delivered("t1", "r", again.model_dump_json().encode(), 1, 0.0)
+    assert isinstance(read, Read) and [s.task_id for s in read.steps] == ["n1.confirm"]
 
 
 def test_a_failed_read_gives_the_delivery_back() -> None:
