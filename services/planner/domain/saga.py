@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
@@ -90,6 +90,23 @@ class DispatchPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class CountsInFlight(Protocol):
+    """A policy that counts a job's tasks in flight against a limit (`limits.Limits`)."""
+
+    def counts(self, job: Job, cluster: Cluster) -> bool:
+        """Whether a limit counts this job's tasks."""
+        ...
+
+
+def _counted(policy: DispatchPolicy, job: Job, cluster: Cluster) -> bool:
+    """Whether a policy counts the job's tasks in flight: then no segment is formed (a follower
+    would be in flight, by the limit's count, from its head's dispatch: docs/decisions/0058)."""
+    if isinstance(policy, Chain):
+        return any(_counted(p, job, cluster) for p in policy.policies)
+    return isinstance(policy, CountsInFlight) and policy.counts(job, cluster)
+
+
 class DispatchAll:
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
         return ready
@@ -135,7 +152,7 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
     klass = queue_class(cluster, settings)
     queued = [job.queue(t, klass) for t in policy.admit(job, cluster, job.ready())]
     effects = Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
-    if settings.segments and queued:
+    if settings.segments and queued and not _counted(policy, job, cluster):
         index = job._index()
         if index is not None:
             for q in queued:

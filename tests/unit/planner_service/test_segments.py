@@ -11,7 +11,7 @@ from typing import Any
 
 from planner_harness import Harness
 
-from contracts.commands import Accepted, CreateCluster
+from contracts.commands import Accepted, CreateCluster, PauseJob, ResumeJob
 from contracts.events import JobSucceeded, TaskQueued
 from contracts.tasks import TaskMessage
 from services.planner.app import PlannerConfig
@@ -179,3 +179,35 @@ def test_the_queue_key_of_a_segment_is_its_first_heads_whatever_step_it_is_sent_
     step = make_task("install", service="s").model_copy(update={"job_id": "j", "task_id": "n1.install.s"})
     assert task_msg_id(step) == "j.n1.install.s.1"
     assert task_msg_id(step.model_copy(update={"segment": "n1.create.1"})) == "j.n1.create.1"
+
+
+async def test_a_pause_takes_effect_at_a_segments_end() -> None:
+    """A pause stops dispatch; a segment already sent runs to its end (its followers were
+    dispatched with its head), and nothing after it is queued until the job resumes."""
+    h = _harness()
+    h.behaviour = lambda m: "hold"
+    job_id = await _create(h)
+    assert isinstance(await h.send(PauseJob(job_id=job_id)), Accepted)
+    await h.settle()
+    queued_before = len(_queued(h, job_id))
+    h.behaviour = lambda m: "succeed"
+    await h.release()  # the held segments run, each to its end
+    job = h.job(job_id)
+    assert job.paused and not job.is_final
+    done = {t for t, s in job.task_state.items() if s == "succeeded"}
+    assert {t.split(".", 1)[1] for t in done} == {"create", "confirm", "bootstrap", "install.base", "configure.base"}
+    assert len(_queued(h, job_id)) == queued_before  # nothing new while paused
+    assert isinstance(await h.send(ResumeJob(job_id=job_id)), Accepted)
+    await h.settle()
+    assert isinstance(h.final(job_id), JobSucceeded)
+
+
+async def test_no_segment_is_formed_for_a_job_a_concurrency_limit_counts() -> None:
+    """A limit counts tasks queued and not finished: a follower would count from its head's
+    dispatch, so a job a limit counts queues each task alone, through the limit."""
+    h = _harness(tenant_limit=4)
+    sent = _sent(h)
+    job_id = await _create(h)
+    assert isinstance(h.final(job_id), JobSucceeded)
+    assert sent and not any(m.then or m.segment for m in sent)
+    assert all(q.after is None for q in _queued(h, job_id))
