@@ -114,21 +114,15 @@ class TaskMessage(TaskStep):
     """A task message on the queue: one attempt, or a segment's steps from its head on
     (docs/decisions/0058)."""
 
-    then: list[TaskStep] = Field(
-        default_factory=list,
-        description="the rest of a segment (docs/decisions/0058): tasks of the same node, each run once the one "
-        "before it succeeded, its claim stored with that one's outcome",
-    )
-    segment: str | None = Field(
-        default=None,
-        description="a segment's message: its first head's `<task>.<attempt>`, the queue's de-duplication key of every "
-        "message of the segment (one sent again from a later step too)",
-    )
-    again: bool = Field(
-        default=False,
-        description="a segment sent again by its planner (a restart, a takeover, a lost queue or publish): its "
-        "provisioner reads its steps' outcomes first and starts after the last success, as on a redelivery",
-    )
+    then: list[TaskStep] = Field(default_factory=list, description=(
+        "the rest of a segment (docs/decisions/0058): tasks of the same node, each run once the one before it "
+        "succeeded, its claim stored with that one's outcome"))
+    segment: str | None = Field(default=None, description=(
+        "a segment's message: its first head's `<task>.<attempt>`, the queue's de-duplication key of every message of "
+        "the segment (one sent again from a later step too)"))
+    again: bool = Field(default=False, description=(
+        "a segment sent again by its planner (a restart, a takeover, a lost queue or publish): its provisioner reads "
+        "its steps' outcomes first and starts after the last success, as on a redelivery"))
 
 
 class TaskOutcome(_Wire):
