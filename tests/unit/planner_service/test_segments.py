@@ -211,3 +211,22 @@ async def test_no_segment_is_formed_for_a_job_a_concurrency_limit_counts() -> No
     assert isinstance(h.final(job_id), JobSucceeded)
     assert sent and not any(m.then or m.segment for m in sent)
     assert all(q.after is None for q in _queued(h, job_id))
+
+
+async def test_a_lost_queue_sends_again_only_the_segments_none_of_whose_steps_is_claimed() -> None:
+    from muster.ports.memory import MemoryTaskQueue
+    from services.planner.app import REQUEUE_GRACE_S
+
+    h = _harness()
+    running = "n1000.create"  # its segment's head claimed, then silent: it runs on, with its followers
+    h.behaviour = lambda m: "silent" if m.task_id == running else "hold"
+    await _create(h, nodes=3)
+    h.held.clear()
+    h.queue = h.planner.execution.queue = MemoryTaskQueue()
+    await h.planner.queue_lost()
+    await h.clock.advance(REQUEUE_GRACE_S)
+    again = h.queue.messages
+    assert sorted(m.task_id for m in again) == ["n1001.create", "n1002.create"]
+    assert all(m.again and [s.action.value for s in m.then] == ["confirm", "bootstrap", "install", "configure"]
+               for m in again)
+    assert not any(m.task_id.startswith("n1000.") or any(s.task_id.startswith("n1000.") for s in m.then) for m in again)
