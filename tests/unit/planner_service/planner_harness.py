@@ -190,16 +190,19 @@ class Harness:
     async def work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
         """Run a message's task; a segment's steps after it in order, while each succeeds
         (as `WorkerCore` runs them; a held one holds the whole message)."""
-        if message.then and (behaviour or self.behaviour(message)) != "hold":
-            steps = [message.model_copy(update={"then": []}),
-                     *(TaskMessage.model_construct(**dict(step)) for step in message.then)]
-            self.ran_segments.append([s.task_id for s in steps])
-            for step in steps:
-                await self._work(step, behaviour if step is steps[0] else None)
-                if self.log.records[-1].type != "TaskSucceeded":
-                    return
+        if not message.then:
+            await self._work(message, behaviour)
             return
-        await self._work(message, behaviour)
+        first = behaviour or self.behaviour(message)  # (once: a behaviour may count its calls)
+        if first == "hold":
+            self.held.append(message)
+            return
+        steps = [message.model_copy(update={"then": []}), *(TaskMessage.model_construct(**dict(step)) for step in message.then)]
+        self.ran_segments.append([s.task_id for s in steps])
+        for step in steps:
+            await self._work(step, first if step is steps[0] else None)
+            if self.log.records[-1].type != "TaskSucceeded":
+                return
 
     async def _work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
         behaviour = behaviour or self.behaviour(message)
