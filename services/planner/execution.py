@@ -113,6 +113,8 @@ class Execution:
         # again), and an attempt with no timeout armed is one never sent from here (`send_unsent`).
         for a in effects.disarm:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
+            if job.task_state.get(a.task_id) == "cancelled":  # (a segment's follower ended unrun: no backlog)
+                self.metrics.dropped(str(job.id), a.task_id, a.attempt)
         if effects.ask_layout:
             await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
         again: list[Attempt] = []
@@ -245,14 +247,14 @@ class Execution:
             return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                 self.config.action_timeout_s, avoid, ref if needs else None, shared)
 
-        for a, queued_at in attempts:
-            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, queued_at or now)
         passed = {a.task_id: at for a, at in attempts}
         units = segments.groups(job, passed) if job.segment_after or job.segment_next else [([t], None) for t in passed]
         for steps, key in units:
             a = Attempt(steps[0], job.attempts[steps[0]])
             at = passed.get(a.task_id) or now
             if a.task_id in passed:  # (a step before those asked for is on its way: its timer runs)
+                # A follower is in no provisioner's backlog: it counts once the step before succeeded.
+                self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
                 self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
             try:
                 head = message(a)
@@ -335,7 +337,7 @@ class Execution:
         first = segments.root(job, task_id) if job.segment_after else task_id
         return ("timeout", str(job.id), first, job.attempts[first]) in self.timers.handles
 
-    def _arm_followers(self, job: Job, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
+    def _arm_followers(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         """A segment step's success starts the next step's timeout (it was sent with the step
         before, and waits for it: docs/decisions/0058)."""
         if not job.segment_next:
@@ -346,7 +348,10 @@ class Execution:
             if nxt is not None and job.segment_after.get(nxt) == e.task_id and job.is_current(nxt, job.attempts[nxt]):
                 key = ("timeout", str(job.id), nxt, job.attempts[nxt])
                 if key not in self.timers.handles:
-                    self.timers.arm(key, self.timers.clock.now() + timeout)
+                    now = self.timers.clock.now()
+                    self.metrics.queued(job.tenant, saga.queue_class(cluster, self.config.settings), str(job.id), nxt,
+                                        job.attempts[nxt], now)
+                    self.timers.arm(key, now + timeout)
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -373,7 +378,7 @@ class Execution:
                          provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
             await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
-            self._arm_followers(job, [event])
+            self._arm_followers(job, cluster, [event])
         if current:
             at = recorded.time if recorded is not None else self.timers.clock.now()
             self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
@@ -383,7 +388,7 @@ class Execution:
         catalog = await self.state.catalog_of(job)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
-        self._arm_followers(job, events)
+        self._arm_followers(job, cluster, events)
 
     def _chained_outcomes(self, job: Job) -> bool:
         """Whether an outcome's save goes as a chain (`CHAINED_OUTCOMES`): on a log of one

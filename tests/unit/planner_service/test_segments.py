@@ -230,3 +230,23 @@ async def test_a_lost_queue_sends_again_only_the_segments_none_of_whose_steps_is
     assert all(m.again and [s.action.value for s in m.then] == ["confirm", "bootstrap", "install", "configure"]
                for m in again)
     assert not any(m.task_id.startswith("n1000.") or any(s.task_id.startswith("n1000.") for s in m.then) for m in again)
+
+
+def _backlog(h: Harness) -> tuple[int, int]:
+    queues = h.planner.metrics.snapshot(h.clock.now())
+    return sum(q["queue_length"] for q in queues), sum(q["in_progress"] for q in queues)
+
+
+async def test_a_follower_is_in_the_backlog_only_once_the_step_before_it_succeeded_and_leaves_it_when_it_ends() -> None:
+    """The autoscaler reads the backlog: a follower can be taken by no other provisioner while
+    its segment runs, so it counts from the success before it; one ended unrun counts no more."""
+    h = _harness(max_attempts=1)
+    h.behaviour = lambda m: "hold"
+    await _create(h)
+    assert _backlog(h) == (2, 0)  # the two creates, not their followers
+    h.behaviour = lambda m: "silent" if m.action.value == "bootstrap" else "succeed"
+    await h.release()  # create and confirm succeed; each bootstrap is claimed and goes silent
+    assert _backlog(h) == (0, 2)
+    await h.clock.advance(h.config.task_timeout_s + 1)  # the bootstraps time out: their followers end
+    await h.settle()
+    assert _backlog(h) == (0, 0)
