@@ -34,11 +34,11 @@ from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
-from muster.bus.scopedlog import ScopedEventStore
 from muster.bus.wire import flush
 
 from .presence import DEFAULT_TTL_S, Presence, Replaced
 from .routing import REPLIES, drain_subject
+from .stepreads import AskPlanner
 from .worker import Executor, WorkerConfig, Workers
 
 log = structlog.get_logger("muster.provisioner")
@@ -102,12 +102,9 @@ class Provisioner:
             started_at=datetime.now(UTC),
         )
         log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
-        # A segment delivered again reads its steps' outcomes in forms scoped by the tenant
-        # (its rights name `muster.evt.<tenant>.task.>`, not the log: decision 0057); the
-        # probe of a replicated log's end goes on its own subjects.
-        own = tuple(f"{subjects.EVT}.{tenant}.task.*.*.{config.provisioner_id}" for tenant in config.tenants)
-        reader = ScopedEventStore(nc, confirm=own, deletes=False)
-        self.workers = Workers(nc.jetstream(), log, plugins, config, reader=reader)
+        # A segment that came again asks the planner what its steps' outcomes are: its rights
+        # name no other provisioner's task events (docs/decisions/0058, item 5).
+        self.workers = Workers(nc.jetstream(), log, plugins, config, steps=AskPlanner(nc, config.provisioner_id))
         self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.presence.on_replaced = on_replaced
         self.workers.keep(self.presence.lease)

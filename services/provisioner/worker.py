@@ -12,8 +12,7 @@ from typing import Any
 import structlog
 from nats.js import JetStreamContext
 
-from contracts import subjects
-from contracts.events import TaskFailed, TaskSucceeded
+from contracts.steps import StepOutcomes
 from contracts.tasks import TaskMessage
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
@@ -28,6 +27,7 @@ from .nodes import NodesResolver
 from .progress import reporting
 from .pull import Pulls
 from .queues import declare_queue
+from .stepreads import LogSteps, StepReader
 
 __all__ = ["Executor", "Slots", "WorkerConfig", "Workers", "lets_go"]
 
@@ -42,9 +42,9 @@ class Workers:
     config: WorkerConfig
     running: set[asyncio.Task[None]] = field(default_factory=set)
     """Plugins running."""
-    reader: EventLog | None = None
-    """Reads a segment's steps delivered again (every provisioner's outcomes of its tenant's
-    tasks, in forms the bus scopes by tenant: `ScopedEventStore`); None: `store`."""
+    steps: StepReader | None = None
+    """What the log holds of a segment's steps that came again (`stepreads`: the planner asked);
+    None: read from `store` (in-process workers on a log they may read)."""
 
     def __post_init__(self) -> None:
         # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
@@ -237,22 +237,13 @@ class Workers:
 
     async def _read(self, held: int, steps: tuple[TaskMessage, ...]) -> None:
         """Each step's outcome of its attempt (the first stored, by whichever provisioner), in
-        order, up to the first step without one."""
-        found: list[TaskSucceeded | TaskFailed] = []
-        error: BaseException | None = None
-        reader = self.reader or self.store
+        order, up to the first step without one; or why the steps are no longer to run."""
+        answer, error = StepOutcomes(), None
         try:
-            for step in steps:
-                mine = subjects.task_events(step.tenant, step.job_id, step.task_id, self.config.provisioner_id)
-                records = await reader.read(mine.rsplit(".", 1)[0] + ".*")
-                outcome = next((r.event for r in records if isinstance(r.event, (TaskSucceeded, TaskFailed))
-                                and r.event.attempt == step.attempt), None)
-                if outcome is None:
-                    break
-                found.append(outcome)
+            answer = await (self.steps or LogSteps(self.store))(steps)
         except Exception as err:  # noqa: BLE001 - the delivery goes back; read again at the next
             error = err
-        self._do(self.core.read(held, found, asyncio.get_running_loop().time(), error))
+        self._do(self.core.read(held, list(answer.outcomes), asyncio.get_running_loop().time(), error, stale=answer.stale))
 
     def _step_stored(self, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

@@ -252,16 +252,24 @@ class WorkerCore:
         return [self._claim(hid)]
 
     def read(self, hid: int, found: list[TaskSucceeded | TaskFailed], now: float,
-             error: BaseException | None = None) -> list[Action]:
+             error: BaseException | None = None, stale: str = "") -> list[Action]:
         """What the log holds of a segment delivered again: `found`, the outcomes of its steps'
         attempts in order, up to the first step without one. It starts after the last success,
         with what those steps returned folded in as if it had run them; a stored failure ended
-        it (the planner takes that failure), and so did its last step's outcome."""
+        it (the planner takes that failure), and so did its last step's outcome. `stale`: the
+        planner says the steps are no longer the job's current segment (an attempt of one was
+        queued again since): ended, nothing run, as the planner has moved on."""
         h = self.held.get(hid)
         if h is None:
             return []
         if error is not None:
             return self._give_back(hid, "segment's outcomes not read; will be redelivered", error, now=now)
+        if stale:
+            h = self.held.pop(hid)
+            self.slots.give(h.slot)
+            self.passed += 1
+            return [Note("warning", "segment no longer current; ended unrun", {"job": h.task.job_id, "task": h.task.task_id,
+                                                                                 "why": stale}), Answer(h.reply, TERM)]
         steps = [h.task, *h.rest]
         done = 0
         for event, step in zip(found, steps, strict=False):

@@ -8,7 +8,7 @@ from typing import Any
 
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome
-from muster.ports.delivery import ACK
+from muster.ports.delivery import ACK, TERM
 from services.provisioner.domain.actions import Action, Answer, Claim, Read, Run, Store, StoreStep, WorkerConfig
 from services.provisioner.domain.core import WorkerCore
 from services.provisioner.plugins.testing import make_task
@@ -140,3 +140,10 @@ def test_a_nodes_addresses_reach_every_later_step_not_only_the_next() -> None:
     [run] = _only(core.claimed(claim.held, 0.4), Run)
     assert run.task.task_id == "n1.bootstrap"
     assert run.task.node.ipaddresses == {"access": "10.0.0.9"} and run.task.node.hostname == "n1.example"
+
+
+def test_a_segment_its_planner_calls_stale_is_ended_unrun() -> None:
+    core = _core()
+    read = _read(core, 2)
+    out = core.read(read.held, [], 0.1, stale="n1.create's attempt 1 is not its latest (2)")
+    assert not _only(out, Claim) and _only(out, Answer) == [Answer("r", TERM)] and core.idle and core.in_flight == 0
