@@ -1,8 +1,8 @@
 """Scenario 1 with segments (docs/decisions/0058): kill -9 the provisioner running a segment
 mid-way (its create done, its confirm running); the segment's message comes back to the other
-provisioner, which reads the steps' outcomes first and starts at the confirm: the create runs
-once, never twice, and the job succeeds. Real processes, auth on (the read is the provisioner's
-scoped read of its tenant's task subjects)."""
+provisioner, which asks the planner acting for the job what the log holds of the steps first
+and starts at the confirm: the create runs once, never twice, and the job succeeds. Real
+processes, auth on (a provisioner's own rights read no other provisioner's task events)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ async def test_a_segment_whose_provisioner_dies_mid_way_goes_on_from_its_first_s
         assert any(q.after is not None for q in queued)  # (segments were on)
         print(f"\n[scenario 1, segments] killed {victim} (pid {pid}) running {claim.event.task_id}; "
               f"its create ran once; the confirm ran again on {done[0][0]}")
+
+        # It asked the planner (its own rights read no other provisioner's events), as allowed.
+        data = fs.deployment.data_dir
+        survivor = (data / "logs" / f"provisioner-{done[0][0].removeprefix('prov-')}.log").read_text(errors="replace")
+        assert "segment taken up after its finished steps" in survivor
+        assert fs.server is not None
+        violations = [line for line in fs.server.log_path.read_text(errors="replace").splitlines()
+                      if "violation" in line.lower() and ".steps" in line]
+        assert violations == [], violations
 
         report = await fs.check()
         report.assert_ok()
