@@ -1,7 +1,8 @@
-"""The planner's answer to a provisioner a segment came to again (`muster.q.<tenant>.<provisioner>.steps`,
-contracts/steps.py, docs/decisions/0058 item 5): the outcomes the log holds of the segment's
-steps, read with the planner's rights, so that no provisioner needs a right to read another's
-task events.
+"""The planner's answer to a provisioner a segment came to again (contracts/steps.py): the
+outcomes the log holds of the segment's steps, read with the planner's rights.
+
+On `muster.q.<tenant>.<provisioner>.steps` (docs/decisions/0058, item 5): so no provisioner
+needs a right to read another's task events.
 
 Only the planner acting for the job answers (another keeps silent, as for a job's status); it
 answers only a provisioner granted the job's queue (auth on), and only about steps that are

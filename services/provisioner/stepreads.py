@@ -1,7 +1,8 @@
 """How a worker learns what the log holds of a segment that came to it again (docs/decisions/0058,
-item 5): by asking the planner acting for the job (`AskPlanner`, contracts/steps.py), since a
-provisioner's rights name no other provisioner's task events; or, in-process on a log it may
-read (tests, benchmarks), by reading it (`LogSteps`)."""
+item 5): it asks the planner acting for the job, or reads a log it may read.
+
+`AskPlanner` (contracts/steps.py): a provisioner's rights name no other provisioner's task
+events. `LogSteps`: in-process workers on a log they may read (tests, benchmarks)."""
 
 from __future__ import annotations
 

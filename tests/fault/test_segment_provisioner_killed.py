@@ -52,7 +52,7 @@ async def test_a_segment_whose_provisioner_dies_mid_way_goes_on_from_its_first_s
         data = fs.deployment.data_dir
         survivor = (data / "logs" / f"provisioner-{done[0][0].removeprefix('prov-')}.log").read_text(errors="replace")
         assert "segment taken up after its finished steps" in survivor
-        assert fs.server is not None
+        assert fs.server is not None and fs.server.log_path is not None
         violations = [line for line in fs.server.log_path.read_text(errors="replace").splitlines()
                       if "violation" in line.lower() and ".steps" in line]
         assert violations == [], violations
