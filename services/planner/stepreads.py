@@ -44,6 +44,8 @@ class StepReads:
         if refused:
             log.warning("a segment's steps not read for a requester", requester=principal, job=query.job_id, reason=refused)
             return StepOutcomes(refused=refused)
+        if any(s.attempt > job.attempts.get(s.task_id, 0) for s in query.steps):
+            return None  # queued by a planner this one has not caught up with: not its to say
         stale = _stale(job, query)
         if stale:
             return StepOutcomes(stale=stale)
@@ -65,7 +67,7 @@ class StepReads:
 def _stale(job: Job, query: StepOutcomesQuery) -> str:
     """Why the steps are not the job's current segment ("" when they are)."""
     for step in query.steps:
-        latest = job.attempts.get(step.task_id)
+        latest = job.attempts[step.task_id]
         if latest != step.attempt:
             return f"{step.task_id}'s attempt {step.attempt} is not its latest ({latest})"
     names = [s.task_id for s in query.steps]

@@ -86,12 +86,17 @@ async def test_a_provisioner_not_granted_the_jobs_queue_and_a_person_are_refused
 
 async def test_steps_that_are_not_the_jobs_current_segment_are_stale_and_nothing_is_read() -> None:
     h, head = await _mid_segment()
-    older = await _ask(h, _query(head, create=head.attempt + 1))
-    assert older is not None and older.outcomes == [] and "is not its latest" in older.stale
-    alone = StepOutcomesQuery(job_id=head.job_id, steps=[StepAttempt(task_id=head.then[1].task_id, attempt=1),
-                                                          StepAttempt(task_id=head.task_id, attempt=1)])
-    reordered = await _ask(h, alone.model_dump_json().encode())
+    swapped = StepOutcomesQuery(job_id=head.job_id, steps=[StepAttempt(task_id=head.then[1].task_id, attempt=1),
+                                                            StepAttempt(task_id=head.task_id, attempt=1)])
+    reordered = await _ask(h, swapped.model_dump_json().encode())
     assert reordered is not None and reordered.outcomes == [] and "was not queued after" in reordered.stale
+    h.behaviour = lambda m: "succeed"
+    await h.clock.advance(h.config.task_timeout_s + 1)  # the confirms time out: each node made again
+    await h.settle()
+    assert h.job(head.job_id).attempts[head.task_id] == head.attempt + 1
+    older = await _ask(h, _query(head))
+    assert older is not None and older.outcomes == [] and "is not its latest" in older.stale
+    assert await _ask(h, _query(head, create=head.attempt + 2)) is None  # (newer than it knows: not its to say)
 
 
 async def test_with_segments_off_no_step_is_a_segments_and_nothing_is_read() -> None:
