@@ -279,6 +279,18 @@ def _results(message: TaskMessage, stopped: set[tuple[str, str]], states: dict[t
     return {}
 
 
+def published(h: Harness) -> list[TaskMessage]:
+    """Every message the planner publishes from now on, de-duplicated by the queue or not."""
+    sent: list[TaskMessage] = []
+    publish = h.queue.publish
+
+    async def recording(message: TaskMessage) -> None:
+        sent.append(message)
+        await publish(message)
+    h.queue.publish = recording  # type: ignore[method-assign]
+    return sent
+
+
 def body(data: dict[str, Any]) -> bytes:
     return json.dumps(data).encode()
 

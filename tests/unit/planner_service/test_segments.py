@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from planner_harness import Harness
+from planner_harness import Harness, published
 
 from contracts.commands import Accepted, CreateCluster, PauseJob, ResumeJob
 from contracts.events import JobSucceeded, TaskQueued
@@ -21,18 +21,6 @@ from services.planner.domain.saga import Attempt
 
 def _harness(**config: Any) -> Harness:
     return Harness(config=PlannerConfig(instance="p1", segments=True, **config))
-
-
-def _sent(h: Harness) -> list[TaskMessage]:
-    """Every message the planner publishes, de-duplicated by the queue or not."""
-    sent: list[TaskMessage] = []
-    publish = h.queue.publish
-
-    async def recording(message: TaskMessage) -> None:
-        sent.append(message)
-        await publish(message)
-    h.queue.publish = recording
-    return sent
 
 
 async def _create(h: Harness, nodes: int = 2) -> str:
@@ -57,7 +45,7 @@ def _no_follower_alone(h: Harness, job_id: str, sent: list[TaskMessage]) -> None
 
 async def test_a_create_sends_a_nodes_run_of_tasks_as_one_message_and_runs_each_once() -> None:
     h = _harness()
-    sent = _sent(h)
+    sent = published(h)
     job_id = await _create(h)
     assert isinstance(h.final(job_id), JobSucceeded)
     queued = _queued(h, job_id)
@@ -74,7 +62,7 @@ async def test_a_create_sends_a_nodes_run_of_tasks_as_one_message_and_runs_each_
 
 async def test_segments_off_queue_each_task_alone() -> None:
     h = Harness(config=PlannerConfig(instance="p1", segments=False))
-    sent = _sent(h)
+    sent = published(h)
     job_id = await _create(h)
     assert isinstance(h.final(job_id), JobSucceeded)
     assert not any(m.then or m.segment for m in sent) and len(sent) == len(_queued(h, job_id))
@@ -89,7 +77,7 @@ async def test_a_restarted_planner_sends_each_segment_from_its_first_step_withou
     job = h.job(job_id)
     stuck = [t for t, s in job.task_state.items() if s == "queued" and t.endswith("bootstrap")]
     assert len(stuck) == 2 and all(job.segment_after.get(t, "").endswith("confirm") for t in stuck)
-    sent = _sent(h)
+    sent = published(h)
     h.behaviour = lambda m: "hold"
     await h.restart()
     await h.settle()
@@ -106,7 +94,7 @@ async def test_the_republish_of_a_redelivered_outcome_sends_segments_whole() -> 
     h = _harness()
     h.behaviour = lambda m: "hold" if m.action.value == "create" else "succeed"
     job_id = await _create(h)
-    sent = _sent(h)
+    sent = published(h)
     # An outcome of another task delivered again: the job's queued attempts go out again.
     job, cluster = h.job(job_id), h.cluster(h.job(job_id).cluster_id)
     queued = [Attempt(t, job.attempts[t]) for t, s in job.task_state.items() if s == "queued"]
@@ -126,7 +114,7 @@ async def test_a_failed_steps_followers_end_without_using_an_attempt_and_go_with
             return "fail"
         return "succeed"
     h.behaviour = behaviour
-    sent = _sent(h)
+    sent = published(h)
     job_id = await _create(h)
     assert isinstance(h.final(job_id), JobSucceeded)
     ended = [r.event for r in h.job_records(job_id) if r.type == "TaskAttemptFailed" and r.event.state == "cancelled"]
@@ -206,7 +194,7 @@ async def test_no_segment_is_formed_for_a_job_a_concurrency_limit_counts() -> No
     """A limit counts tasks queued and not finished: a follower would count from its head's
     dispatch, so a job a limit counts queues each task alone, through the limit."""
     h = _harness(tenant_limit=4)
-    sent = _sent(h)
+    sent = published(h)
     job_id = await _create(h)
     assert isinstance(h.final(job_id), JobSucceeded)
     assert sent and not any(m.then or m.segment for m in sent)

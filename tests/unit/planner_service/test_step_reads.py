@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import Harness
+from planner_harness import Harness, published
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import TaskSucceeded
@@ -41,13 +41,7 @@ async def _mid_segment(segments: bool = True) -> tuple[Harness, TaskMessage]:
     creates' outcomes are stored, no later step's. Returns the first segment's message (its head
     the create)."""
     h = Harness(config=PlannerConfig(instance="p1", segments=segments))
-    sent: list[TaskMessage] = []
-    publish = h.queue.publish
-
-    async def recording(message: TaskMessage) -> None:
-        sent.append(message)
-        await publish(message)
-    h.queue.publish = recording
+    sent = published(h)
     h.behaviour = lambda m: "silent" if m.action.value == "confirm" else "succeed"
     reply = await h.send(CreateCluster(name="seg", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
