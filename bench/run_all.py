@@ -75,6 +75,7 @@ QUICK: dict[str, list[str]] = {
     "console_bench.py": ["--tasks", "220", "--repeat", "1", "--seconds", "3"],
     "scale_bench.py": ["--nodes", "200", "--takeover-jobs", "3", "--jobs", "10"],
     "replay_bench.py": ["--events", "30000", "--clusters", "3"],
+    "step_reads_bench.py": ["--noise", "2000", "--asks", "50"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import catalog_requests, commands, events, identity, pool_commands, pools, subjects, tasks
+from . import catalog_requests, commands, events, identity, pool_commands, pools, steps, subjects, tasks
 
 SCHEMA_REF = "#/components/schemas/{model}"
 
@@ -225,7 +225,8 @@ def build() -> dict[str, Any]:
     reply_models = _union_members(commands.Reply)
     event_models = _union_members(events.AnyEvent)
     pool_command_models = _union_members(pool_commands.AnyPoolCommand)
-    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage, identity.AuthRequest, identity.AuthReply,
+    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage, steps.StepOutcomesQuery,
+                        steps.StepOutcomes, identity.AuthRequest, identity.AuthReply,
                         *pool_command_models, pool_commands.PoolAnswer, catalog_requests.ApplyCatalog,
                         catalog_requests.DeleteCatalogEntity, catalog_requests.CatalogAnswer])
     messages: dict[str, Any] = {}
@@ -340,6 +341,24 @@ def build() -> dict[str, Any]:
         "messages": [{"$ref": "#/channels/queries.solve/messages/LayoutRequested"}],
         "reply": {"channel": {"$ref": "#/channels/queries.solve.reply"},
                   "messages": [{"$ref": f"#/channels/queries.solve.reply/messages/{n}"} for n in ("LayoutSolved", "LayoutUnsolvable")]},
+    }
+
+    messages["StepOutcomesQuery"] = _message(steps.StepOutcomesQuery, "A segment's steps, by a provisioner it came to again.")
+    messages["StepOutcomes"] = _message(steps.StepOutcomes, "What the log holds of them, or why not.")
+    channels["queries.steps"] = {
+        "address": f"{subjects.QUERY}.{{tenant}}.{{principal}}.steps",
+        "description": ("Request/reply (docs/decisions/0058): answered only by the planner acting for the job, to a "
+                        "provisioner granted the job's queue, about the job's current attempts queued as one segment; "
+                        "no answer means ask again later."),
+        "parameters": _params(PRINCIPAL),
+        "messages": {"StepOutcomesQuery": {"$ref": "#/components/messages/StepOutcomesQuery"}},
+    }
+    channels["queries.steps.reply"] = {"address": None, "messages": {"StepOutcomes": {"$ref": "#/components/messages/StepOutcomes"}}}
+    operations["request.steps"] = {
+        "action": "send", "channel": {"$ref": "#/channels/queries.steps"},
+        "messages": [{"$ref": "#/channels/queries.steps/messages/StepOutcomesQuery"}],
+        "reply": {"channel": {"$ref": "#/channels/queries.steps.reply"},
+                  "messages": [{"$ref": "#/channels/queries.steps.reply/messages/StepOutcomes"}]},
     }
 
     # -- identities ------------------------------------------------------------------------------

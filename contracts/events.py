@@ -308,8 +308,11 @@ class JobNeedsAttention(Event):
 
 
 class TaskQueued(Event):
+    """v2 adds `after`: the attempt is a segment's step (docs/decisions/0058); a task queued
+    alone stays v1."""
+
     type: Literal["TaskQueued"] = "TaskQueued"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 1
     job_id: str
     task_id: str
     attempt: int = Field(ge=1)
@@ -317,6 +320,9 @@ class TaskQueued(Event):
     action: Action
     service: str | None = None
     provisioner_class: str = "default"
+    after: str | None = Field(default=None, description=(
+        "v2: the task of the same node this one follows in its segment (queued in the same save, sent in one message, "
+        "run once that one succeeded, docs/decisions/0058); none on a segment's head or a task queued alone"))
 
 
 class TaskCompleted(Event):

@@ -73,6 +73,10 @@ class Append:
     only_if_empty: str | None = None
     """Appended only while nothing is stored on this subject (a claim, on its job's cancel fence:
     docs/decisions/0046); else the log refuses it (`ConcurrencyError`)."""
+    lane: str | None = None
+    """Sent with the claims on this fence (a segment step's outcome beside its next step's claim,
+    one store), expecting nothing itself; refused with them by the fence, it goes alone
+    (docs/decisions/0058)."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`

@@ -309,6 +309,15 @@ def job_query(tenant: str, principal: str, job_id: str) -> str:
 ALL_JOB_QUERIES = f"{QUERY}.*.*.job.*"
 
 
+def step_outcomes(tenant: str, principal: str) -> str:
+    """Request/reply to the planner acting for a job: a segment's steps' outcomes, for the
+    provisioner (`principal`) a segment came to again (contracts/steps.py, docs/decisions/0058)."""
+    return f"{QUERY}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.steps"
+
+
+ALL_STEP_OUTCOMES = f"{QUERY}.*.*.steps"
+
+
 def solve_request(tenant: str, principal: str) -> str:
     """Request/reply to any solver, for dry runs (nothing is logged)."""
     return f"{QUERY}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.solve"

@@ -65,7 +65,10 @@ class ProviderRef(_Wire):
     fields: dict[str, Any] = Field(default_factory=dict)
 
 
-class TaskMessage(_Wire):
+class TaskStep(_Wire):
+    """One task attempt as a provisioner runs it: a message's head, or a step of a segment
+    (`TaskMessage.then`)."""
+
     type: Literal["Task"] = "Task"
     v: Literal[1, 2] = 2
     tenant: str
@@ -105,6 +108,21 @@ class TaskMessage(_Wire):
         "appended only while nothing is stored there, so an attempt of a job cancelled meanwhile is never claimed nor "
         "run; none on a rollback's tasks, which a cancel never stops",
     )
+
+
+class TaskMessage(TaskStep):
+    """A task message on the queue: one attempt, or a segment's steps from its head on
+    (docs/decisions/0058)."""
+
+    then: list[TaskStep] = Field(default_factory=list, description=(
+        "the rest of a segment (docs/decisions/0058): tasks of the same node, each run once the one before it "
+        "succeeded, its claim stored with that one's outcome"))
+    segment: str | None = Field(default=None, description=(
+        "a segment's message: its first head's `<task>.<attempt>`, the queue's de-duplication key of every message of "
+        "the segment (one sent again from a later step too)"))
+    again: bool = Field(default=False, description=(
+        "a segment sent again by its planner (a restart, a takeover, a lost queue or publish): its provisioner reads "
+        "its steps' outcomes first and starts after the last success, as on a redelivery"))
 
 
 class TaskOutcome(_Wire):

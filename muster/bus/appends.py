@@ -321,8 +321,9 @@ class LogWriter:
         if item.trace is None and tracing.enabled():
             item = replace(item, trace=tracing.current())
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if self.group_commit and item.only_if_empty is not None:
-            self._lane(item.only_if_empty).waiting.append((subject, item, stored, 0.0))
+        fence = item.only_if_empty or item.lane
+        if self.group_commit and fence is not None:
+            self._lane(fence).waiting.append((subject, item, stored, 0.0))
             return stored
         busy = self._sending is not None and not self._sending.done()
         if self.group_commit and (busy or self._waiting or not now):
@@ -452,8 +453,16 @@ class LogWriter:
                     continue
                 except (_Fenced, ConcurrencyError) as err:
                     refused = err if isinstance(err, ConcurrencyError) else ConcurrencyError(f"{fence} is closed")
-                    for _, _, f, _ in live:
-                        if not f.done():
+                    for subject, item, f, _ in live:
+                        if f.done():
+                            continue
+                        if item.only_if_empty is None:
+                            # A segment step's outcome (`Append.lane`), refused only with the
+                            # claims beside it: it expects nothing, so it goes alone (decision 58).
+                            alone = asyncio.get_running_loop().create_task(self._alone(subject, replace(item, lane=None), f))
+                            self._retrying.add(alone)
+                            alone.add_done_callback(self._retrying.discard)
+                        else:
                             f.set_exception(refused)
                     pause = 0.0
                     continue

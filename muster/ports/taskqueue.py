@@ -15,7 +15,10 @@ from contracts.tasks import TaskMessage
 
 
 def task_msg_id(message: TaskMessage) -> str:
-    """One id per attempt: the queue's de-duplication key."""
+    """One id per attempt (a segment's: its first head's, however late a step it is sent again
+    from, docs/decisions/0058): the queue's de-duplication key."""
+    if message.segment is not None:
+        return f"{message.job_id}.{message.segment}"
     return f"{message.job_id}.{message.task_id}.{message.attempt}"
 
 

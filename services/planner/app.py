@@ -127,6 +127,11 @@ class Planner:
             return None
         return {**job.view(), "owner": self.config.instance}
 
+    def acting_for(self, tenant: str, job_id: str) -> Job | None:
+        """The job, when it is loaded here, of `tenant`, and this planner acts for its cluster."""
+        job = self.jobs.get(job_id)
+        return job if job is not None and job.tenant == tenant and self._acts_for(job) else None
+
     async def job_answer(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         """`job_view`, and for a job that waits for approval its cost at the catalog's prices
         now (`approval.cost_now`): the cost recorded at the request is what it cost then, and an

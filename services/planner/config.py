@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from muster.destinations import Allowed
@@ -38,6 +39,10 @@ class PlannerConfig:
     """Where a pool callback may go besides public addresses: the pool service's setting, which
     the planner checks a callback with when no pool service answers (docs/pools.md)."""
 
+    segments: bool = field(default_factory=lambda: os.environ.get("MUSTER_SEGMENTS") == "1")
+    """A node's run of tasks that only it lets go is queued and sent as one message (docs/
+    decisions/0058); off unless `MUSTER_SEGMENTS=1` while parts of it are not built."""
+
     @property
     def settings(self) -> Settings:
-        return Settings(provisioner_class=self.provisioner_class, mode=self.mode)
+        return Settings(provisioner_class=self.provisioner_class, mode=self.mode, segments=self.segments)

@@ -125,7 +125,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
-    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities, offered=offered_plugins(nc)), sharding)
+    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities, offered=offered_plugins(nc)), sharding,
+                      identities)
     responders = Responders()
     subs: list[Any] = []
     stack.push_async_callback(responders.close)  # after the subscriptions below are gone

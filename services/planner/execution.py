@@ -30,7 +30,7 @@ from . import cancels, leases, traces
 from .attempts import AttemptHolders
 from .budget import SharedBudget
 from .config import PlannerConfig
-from .domain import planning, saga
+from .domain import planning, saga, segments
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Key, Limits
@@ -113,14 +113,18 @@ class Execution:
         # again), and an attempt with no timeout armed is one never sent from here (`send_unsent`).
         for a in effects.disarm:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
+            if job.task_state.get(a.task_id) == "cancelled":  # (a segment's follower ended unrun: no backlog)
+                self.metrics.dropped(str(job.id), a.task_id, a.attempt)
         if effects.ask_layout:
             await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
+        again: list[Attempt] = []
         if effects.republish_queued:
             dispatched = set(effects.dispatch)
-            rest += [a for a in self._queued_again(job) if a not in dispatched]
-        if rest:
+            again = [a for a in self._queued_again(job) if a not in dispatched]
+        if rest or again:
             catalog = await self.state.catalog_of(job)
             await self.publish_many(job, cluster, catalog, [(a, None) for a in rest])
+            await self.publish_many(job, cluster, catalog, [(a, None) for a in again], again=True)
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
@@ -146,6 +150,13 @@ class Execution:
             # and names no attempt: storing it early is harmless); the publishes find it stored.
             sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
 
+        held: list[tuple[Attempt, datetime | None]] = []  # segments' steps not all stored yet
+
+        def whole(a: Attempt) -> bool:  # (a segment goes out once each of its steps is stored)
+            if not job.segment_after and not job.segment_next:
+                return True
+            return all((t, job.attempts[t]) not in waiting for t in segments.chain(job, segments.root(job, a.task_id)))
+
         def stored(part: Sequence[Append]) -> None:
             ready: list[tuple[Attempt, datetime | None]] = []
             for item in part:
@@ -155,6 +166,9 @@ class Execution:
                     if key in waiting:
                         waiting.discard(key)
                         ready.append((Attempt(*key), None))
+            ready = [*held, *ready]
+            held[:] = [r for r in ready if not whole(r[0])]
+            ready = [r for r in ready if whole(r[0])]
             if ready:
                 sending.append(asyncio.ensure_future(self.publish_many(job, cluster, catalog, ready)))
 
@@ -162,7 +176,7 @@ class Execution:
             await self.state.save(job, cluster, stored=stored)
         finally:
             await asyncio.gather(*sending)
-        return [a for a in dispatch if (a.task_id, a.attempt) in waiting]
+        return [a for a in dispatch if (a.task_id, a.attempt) in waiting] + [a for a, _ in held]
 
     async def _store_nodes_map(self, cluster: Cluster, catalog: Catalog) -> None:
         try:
@@ -198,9 +212,15 @@ class Execution:
             then()
         await self.execute(job, cluster, effects, chain=chain)
 
-    async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]]) -> None:
+    async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]],
+                           again: bool = False) -> None:
         """Publish attempts (each already recorded as queued), pipelined by the queue; each
-        timeout is armed first, and an attempt whose publish failed is published again later."""
+        timeout is armed first, and an attempt whose publish failed is published again later.
+        A segment's steps go in one message from its first step still queued, whichever of
+        them `attempts` names (`domain/segments.py`); only that step's timeout is armed (a
+        follower's runs from the outcome before it, `_arm_followers`). `again`: sent before,
+        maybe (a restart, a lost queue or publish): a segment's provisioner reads first which
+        steps ran."""
         if not attempts:
             return
         now = self.timers.clock.now()
@@ -219,17 +239,29 @@ class Execution:
         job_id = str(job.id)
         shared: dict[Any, Any] = {}
         times: list[datetime] = []
-        for a, queued_at in attempts:
-            at = queued_at or now
-            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
-            self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
+        def message(a: Attempt) -> TaskMessage:
+            needs = needs_nodes(job.tasks[a.task_id].action)
+            if needs and ref is None:
+                raise RuntimeError("no nodes map")
+            avoid = self.ran_attempts.get((job_id, a.task_id), [])
+            return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
+                                self.config.action_timeout_s, avoid, ref if needs else None, shared)
+
+        passed = {a.task_id: at for a, at in attempts}
+        units = segments.groups(job, passed) if job.segment_after or job.segment_next else [([t], None) for t in passed]
+        for steps, key in units:
+            a = Attempt(steps[0], job.attempts[steps[0]])
+            at = passed.get(a.task_id) or now
+            if a.task_id in passed:  # (a step before those asked for is on its way: its timer runs)
+                # A follower is in no provisioner's backlog: it counts once the step before succeeded.
+                self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
+                self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
             try:
-                needs = needs_nodes(job.tasks[a.task_id].action)
-                if needs and ref is None:
-                    raise RuntimeError("no nodes map")
-                avoid = self.ran_attempts.get((job_id, a.task_id), [])
-                messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
-                                             self.config.action_timeout_s, avoid, ref if needs else None, shared))
+                head = message(a)
+                if key is not None:
+                    head = head.model_copy(update={"then": [message(Attempt(t, job.attempts[t])) for t in steps[1:]],
+                                                   "segment": key, "again": again})
+                messages.append(head)
                 sending.append(a)
                 times.append(at)
             except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
@@ -274,7 +306,7 @@ class Execution:
             if job is None or cluster is None or not job.is_current(task_id, attempt):
                 self.republish_tries.pop((job_id, task_id, attempt), None)
                 return
-            await self.publish(job, cluster, await self.state.catalog_of(job), Attempt(task_id, attempt))
+            await self.publish_many(job, cluster, await self.state.catalog_of(job), [(Attempt(task_id, attempt), None)], again=True)
 
     async def send_unsent(self, job_id: str) -> None:
         """After a failed save (`execute`): the attempts the log holds queued for the job that
@@ -293,11 +325,33 @@ class Execution:
                 return
             if job.is_final:  # (decided on the log's view: a stale copy may have ended where the log has not)
                 return
-            unsent = [a for a in saga.queued_attempts(job) if ("timeout", job_id, a.task_id, a.attempt) not in self.timers.handles]
+            unsent = [a for a in saga.queued_attempts(job) if not self._armed(job, a.task_id)]
             if unsent:
                 log.warning("attempts queued by a save whose answer was lost; publishing them", job=job_id,
                             tasks=[a.task_id for a in unsent][:10], attempts=len(unsent))
-                await self.publish_many(job, cluster, await self.state.catalog_of(job), [(a, None) for a in unsent])
+                await self.publish_many(job, cluster, await self.state.catalog_of(job), [(a, None) for a in unsent], again=True)
+
+    def _armed(self, job: Job, task_id: str) -> bool:
+        """Whether the attempt went out from here: its timeout is armed (a segment's follower:
+        its first queued step's)."""
+        first = segments.root(job, task_id) if job.segment_after else task_id
+        return ("timeout", str(job.id), first, job.attempts[first]) in self.timers.handles
+
+    def _arm_followers(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
+        """A segment step's success starts the next step's timeout (it was sent with the step
+        before, and waits for it: docs/decisions/0058)."""
+        if not job.segment_next:
+            return
+        timeout = timedelta(seconds=self.config.task_timeout_s)
+        for e in events:
+            nxt = job.segment_next.get(e.task_id) if isinstance(e, TaskSucceeded) else None
+            if nxt is not None and job.segment_after.get(nxt) == e.task_id and job.is_current(nxt, job.attempts[nxt]):
+                key = ("timeout", str(job.id), nxt, job.attempts[nxt])
+                if key not in self.timers.handles:
+                    now = self.timers.clock.now()
+                    self.metrics.queued(job.tenant, saga.queue_class(cluster, self.config.settings), str(job.id), nxt,
+                                        job.attempts[nxt], now)
+                    self.timers.arm(key, now + timeout)
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -324,6 +378,7 @@ class Execution:
                          provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
             await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
+            self._arm_followers(job, cluster, [event])
         if current:
             at = recorded.time if recorded is not None else self.timers.clock.now()
             self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
@@ -333,6 +388,7 @@ class Execution:
         catalog = await self.state.catalog_of(job)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
+        self._arm_followers(job, cluster, events)
 
     def _chained_outcomes(self, job: Job) -> bool:
         """Whether an outcome's save goes as a chain (`CHAINED_OUTCOMES`): on a log of one
@@ -409,7 +465,10 @@ class Execution:
         queued: their messages may never have reached the queue; publishing them again is
         harmless, and their timeouts count from when they were queued."""
         self.traces.queued_at(job, queued_at)
+        succeeded_at: dict[str, datetime] = {}  # (a segment's step's timeout runs from the success before it)
         for r in await self.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), start_seq=since_seq):
+            if r.type == "TaskSucceeded" and job.segment_next:
+                succeeded_at[r.event.task_id] = r.time
             if r.type == "TaskClaimed":
                 if attempts is not None:
                     attempts.claimed(r)
@@ -422,5 +481,10 @@ class Execution:
         if job.is_final:
             return
         catalog = await self.state.catalog_of(job)
-        await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
+        links = job.segment_after
+
+        def since(a: Attempt) -> datetime | None:
+            before = links.get(a.task_id)
+            return succeeded_at.get(before) if before is not None and before in succeeded_at else queued_at.get((a.task_id, a.attempt))
+        await self.publish_many(job, cluster, catalog, [(a, since(a)) for a in saga.queued_attempts(job)], again=True)
         await self.advance(job, cluster)

@@ -20,7 +20,7 @@ from . import leases
 from .approvals import Approvals
 from .attempts import AttemptHolders
 from .config import PlannerConfig
-from .domain import planning, saga
+from .domain import planning, saga, segments
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Limits
@@ -173,9 +173,15 @@ class Recovery:
                                await self.state.log.read(subjects.job_task_outcomes(job.tenant, job_id)) if r.type == "TaskClaimed"}
                     keep = [a for a in queued
                             if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
+                if keep and job.segment_after:
+                    # A segment goes again only if none of its steps is held or claimed: one
+                    # held runs on with its followers (docs/decisions/0058).
+                    kept = {(a.task_id, a.attempt) for a in keep}
+                    keep = [a for a in keep if all((t, job.attempts[t]) in kept
+                                                   for t in segments.chain(job, segments.root(job, a.task_id)))]
                 if keep:
                     lost += len(keep)
                     catalog = await self.state.catalog_of(job)
-                    await self.execution.publish_many(job, cluster, catalog, [(a, None) for a in keep])
+                    await self.execution.publish_many(job, cluster, catalog, [(a, None) for a in keep], again=True)
         log.warning("task queue lost; queued attempts published again", attempts=lost,
                     held_by_provisioners="unknown" if held is None else len(held))

@@ -16,9 +16,11 @@ from contracts.catalog_requests import CATALOG_VERBS
 from contracts.commands import Rejected
 from muster import tracing
 from muster.bus.answers import answer_on_inbox
+from services.auth.domain.state import IdentityState
 
 from .app import Planner
 from .messages import RequestContext
+from .stepreads import StepReads
 
 log = structlog.get_logger("muster.planner")
 
@@ -40,10 +42,13 @@ class ShardAnswers(Protocol):
 class Replies:
     """`catalog`: catalog changes are answered here (any planner: the catalog is not sharded),
     one at a time; `sharding`: a cluster's operations are answered by the planner holding its
-    shard (None: this planner answers every one)."""
+    shard (None: this planner answers every one); `identities`: who may know a segment's steps
+    (None: a bus without authorization)."""
 
-    def __init__(self, planner: Planner, catalog: CatalogAnswers | None = None, sharding: ShardAnswers | None = None) -> None:
+    def __init__(self, planner: Planner, catalog: CatalogAnswers | None = None, sharding: ShardAnswers | None = None,
+                 identities: IdentityState | None = None) -> None:
         self.planner, self.catalog, self.sharding = planner, catalog, sharding
+        self.steps = StepReads(planner, identities)
         self._catalog_writes = asyncio.Lock()
 
     async def operation(self, subject: str, data: bytes) -> bytes | None:
@@ -74,6 +79,13 @@ class Replies:
         parts = subject.split(".")
         view = await self.planner.job_answer(parts[2], parts[5]) if len(parts) == 6 else None
         return json.dumps(view).encode() if view is not None else None
+
+    async def step_outcomes(self, subject: str, data: bytes) -> bytes | None:
+        """`muster.q.<tenant>.<provisioner>.steps`: a segment's steps' outcomes, for the provisioner
+        it came to again (`stepreads.StepReads`); answered only by the planner acting for the job."""
+        parts = subject.split(".")
+        answer = await self.steps.answer(parts[2], parts[3], data) if len(parts) == 5 else None
+        return answer.model_dump_json().encode() if answer is not None else None
 
     async def metrics(self, subject: str, data: bytes) -> bytes | None:
         planner = self.planner

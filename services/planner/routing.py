@@ -59,6 +59,8 @@ REPLIES = (
     Reply(subjects.PLANNER_METRICS, "metrics"),
     Reply(f"{subjects.OPS}.*.*.*", "operation", queue="planners", concurrent=True),
     Reply(subjects.ALL_JOB_QUERIES, "job_query"),
+    # (each planner hears it; the one acting for the job answers, reading the log: decision 58)
+    Reply(subjects.ALL_STEP_OUTCOMES, "step_outcomes", concurrent=True),
 )
 SHARD_REPLY = Reply(f"{subjects.SHARD}.{{shard}}.ops.*.*.*", "forwarded")
 """Subscribed for each shard gained (`{shard}`: its number), dropped when it is lost."""

@@ -38,6 +38,7 @@ from muster.bus.wire import flush
 
 from .presence import DEFAULT_TTL_S, Presence, Replaced
 from .routing import REPLIES, drain_subject
+from .stepreads import AskPlanner
 from .worker import Executor, WorkerConfig, Workers
 
 log = structlog.get_logger("muster.provisioner")
@@ -101,7 +102,9 @@ class Provisioner:
             started_at=datetime.now(UTC),
         )
         log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
-        self.workers = Workers(nc.jetstream(), log, plugins, config)
+        # A segment that came again asks the planner what its steps' outcomes are: its rights
+        # name no other provisioner's task events (docs/decisions/0058, item 5).
+        self.workers = Workers(nc.jetstream(), log, plugins, config, steps=AskPlanner(nc, config.provisioner_id))
         self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.presence.on_replaced = on_replaced
         self.workers.keep(self.presence.lease)

@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 from nats.js import JetStreamContext
 
+from contracts.steps import StepOutcomes
 from contracts.tasks import TaskMessage
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
@@ -19,13 +20,14 @@ from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
-from .domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, lets_go
+from .domain.actions import Action, Answer, Claim, Note, Read, Run, Stop, Store, StoreStep, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
 from .lease import Lease
 from .nodes import NodesResolver
 from .progress import reporting
 from .pull import Pulls
 from .queues import declare_queue
+from .stepreads import LogSteps, StepReader
 
 __all__ = ["Executor", "Slots", "WorkerConfig", "Workers", "lets_go"]
 
@@ -40,6 +42,9 @@ class Workers:
     config: WorkerConfig
     running: set[asyncio.Task[None]] = field(default_factory=set)
     """Plugins running."""
+    steps: StepReader | None = None
+    """What the log holds of a segment's steps that came again (`stepreads`: the planner asked);
+    None: read from `store` (in-process workers on a log they may read)."""
 
     def __post_init__(self) -> None:
         # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
@@ -196,6 +201,12 @@ class Workers:
                 stopped = self._runs.pop(action.held, None)
                 if stopped is not None:
                     stopped.cancel()  # (the core let it go: `ran` is not told)
+            elif isinstance(action, Read):
+                reading = asyncio.get_running_loop().create_task(self._read(action.held, action.steps))
+                self.running.add(reading)  # (given up with the plugins on abort)
+                reading.add_done_callback(self.running.discard)
+            elif isinstance(action, StoreStep):
+                self._write(self.store.submit(action.subject, action.append), self._step_stored)
             elif isinstance(action, Store):
                 append = self._traces.outcome(action.held, action.append) if self._traces.held else action.append
                 self._write(self.store.submit(action.subject, append), partial(self._stored, action.held))
@@ -223,6 +234,21 @@ class Workers:
             error = written.exception()
             # A claim refused as stale can only be its fence's doing (claims expect nothing else).
             self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
+
+    async def _read(self, held: int, steps: tuple[TaskMessage, ...]) -> None:
+        """Each step's outcome of its attempt (the first stored, by whichever provisioner), in
+        order, up to the first step without one; or why the steps are no longer to run."""
+        answer, error = StepOutcomes(), None
+        try:
+            answer = await (self.steps or LogSteps(self.store))(steps)
+        except Exception as err:  # noqa: BLE001 - the delivery goes back; read again at the next
+            error = err
+        self._do(self.core.read(held, list(answer.outcomes), asyncio.get_running_loop().time(), error, stale=answer.stale))
+
+    def _step_stored(self, written: asyncio.Future[int]) -> None:
+        self._writing.discard(written)
+        if not written.cancelled() and written.exception() is not None:
+            log.error("a segment step's outcome not recorded", error=repr(written.exception()))
 
     def _stored(self, held: int, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

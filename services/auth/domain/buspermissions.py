@@ -237,7 +237,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{subjects.POOL}.{pid}.{ANY_POOL}.check-callback",
             ANSWERS,
         ]
-        sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
+        # (a segment's steps' outcomes, asked by the provisioner it came to again: decision 58)
+        sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.ALL_STEP_OUTCOMES, subjects.PLANNER_METRICS,
+               f"{subjects.SHARD}.>", inbox]
         return BusPermissions(tuple(pub), tuple(sub))
     if kind == "pool":
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of
@@ -300,8 +302,11 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             writes = [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
                    f"{evt}.{tenant}.provisioner.{pid}"]
             # (a large result's body: whether it is stored already, by the direct get of its last part)
-            pub += writes + _read_bodies(writes) + [f"{BODIES[1]}.{tenant}.>",
-                    f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
+            # A segment that came again asks the planner acting for its job what the log holds of
+            # its steps, in its own name (docs/decisions/0058, item 5): no read of any other
+            # provisioner's task events (tests/integration/auth/test_provisioner_task_reads.py).
+            pub += writes + _read_bodies(writes) + [f"{BODIES[1]}.{tenant}.>", f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>",
+                                                    subjects.step_outcomes(tenant, pid)]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass), subjects.task_queue(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox))
     return BusPermissions((), ())

@@ -78,6 +78,11 @@ class _Dispatch:
     failed: dict[str, None]
 
 
+STRANDED = "its segment stopped before it: the step before it did not succeed"
+"""The error of a segment's follower ended `cancelled` because the step before it failed
+(`domain/segments.py`): it never ran, and its attempt is given back (`retry_base`)."""
+
+
 class Job(Aggregate):
     @staticmethod
     def create_id(payload: JobRequested) -> UUID:
@@ -120,6 +125,8 @@ class Job(Aggregate):
         """A rollback's: the services meant to be stopped once it succeeds (with `stopped_on_after`)."""
         self.stopped_on_after: dict[str, list[str]] = {}
         self.attempts: dict[str, int] = {}
+        self._segment_after: dict[str, str] = {}
+        self._segment_next: dict[str, str] = {}
         self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
         self.timed_out: set[str] = set()
@@ -217,12 +224,36 @@ class Job(Aggregate):
     def _queued(self, payload: TaskQueued) -> None:
         self.attempts[payload.task_id] = payload.attempt
         self._set_state(payload.task_id, "queued")
+        if payload.after is not None:
+            self.segment_after[payload.task_id] = payload.after
+            self.segment_next[payload.after] = payload.task_id
+        else:
+            self.segment_after.pop(payload.task_id, None)
 
-    def queue(self, task_id: str, provisioner_class: str = "default") -> TaskQueued:
+    # (Read from the instance's dict: a snapshot written before segments has neither.)
+    @property
+    def segment_after(self) -> dict[str, str]:
+        """Each task queued as a segment's step -> the step before it (`TaskQueued.after`,
+        docs/decisions/0058; `domain/segments.py`)."""
+        links: dict[str, str] = self.__dict__.setdefault("_segment_after", {})
+        return links
+
+    @property
+    def segment_next(self) -> dict[str, str]:
+        """The other way: a step -> the step queued after it (checked against `segment_after`)."""
+        links: dict[str, str] = self.__dict__.setdefault("_segment_next", {})
+        return links
+
+    def end_follower(self, payload: TaskAttemptFailed) -> None:
+        """A segment's follower ends without running (`segments.end_stranded`)."""
+        self._attempt_failed(payload)
+
+    def queue(self, task_id: str, provisioner_class: str = "default", after: str | None = None) -> TaskQueued:
         task = self.tasks[task_id]
         payload = TaskQueued(
             job_id=str(self.id), task_id=task_id, attempt=self.attempts.get(task_id, 0) + 1,
             node=task.node, action=task.action, service=task.service, provisioner_class=provisioner_class,
+            after=after, v=1 if after is None else 2,
         )
         self._queued(payload)
         return payload
@@ -317,6 +348,8 @@ class Job(Aggregate):
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         if payload.state == "cancelled":  # never ran: nothing failed, nothing to undo
             self._set_state(payload.task_id, "cancelled")
+            if payload.error == STRANDED:  # (a segment's follower: its attempt given back, decision 58)
+                self.retry_base[payload.task_id] = self.retry_base.get(payload.task_id, 0) + 1
             return
         self._set_state(payload.task_id, "failed")
         self.last_errors[payload.task_id] = payload.error

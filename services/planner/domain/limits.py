@@ -85,6 +85,10 @@ class Limits:
         return (str(job.id) not in self.in_flight and self.tenant_limit(job.tenant) is None
                 and self.provider_limit(job.tenant, cluster.provider) is None)
 
+    def counts(self, job: Job, cluster: Cluster) -> bool:
+        """A limit counts this job's tasks (no segment is formed for it: `saga.CountsInFlight`)."""
+        return not self.unlimited(job, cluster)
+
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
         job_id = str(job.id)
         if self.unlimited(job, cluster):

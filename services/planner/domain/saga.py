@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
@@ -34,6 +34,7 @@ from contracts.events import (
 from muster.readmodel import lifecycle
 from muster.readmodel.observed import state_of
 
+from . import segments
 from .admission import Refused
 from .cluster import Cluster
 from .errors import PlanError
@@ -79,12 +80,31 @@ class Settings:
 
     provisioner_class: str = "default"
     mode: str = "eager"
+    segments: bool = False
+    """Experiment: a node's run of tasks that only it lets go goes as one unit (MUSTER_SEGMENTS=1)."""
 
 
 class DispatchPolicy(Protocol):
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
         """The ready tasks that may be queued now (a subset, in order)."""
         ...
+
+
+@runtime_checkable
+class CountsInFlight(Protocol):
+    """A policy that counts a job's tasks in flight against a limit (`limits.Limits`)."""
+
+    def counts(self, job: Job, cluster: Cluster) -> bool:
+        """Whether a limit counts this job's tasks."""
+        ...
+
+
+def _counted(policy: DispatchPolicy, job: Job, cluster: Cluster) -> bool:
+    """Whether a policy counts the job's tasks in flight: then no segment is formed (a follower
+    would be in flight, by the limit's count, from its head's dispatch: docs/decisions/0058)."""
+    if isinstance(policy, Chain):
+        return any(_counted(p, job, cluster) for p in policy.policies)
+    return isinstance(policy, CountsInFlight) and policy.counts(job, cluster)
 
 
 class DispatchAll:
@@ -129,8 +149,18 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             return _relayout(job, cluster)
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
-    queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
-    return Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+    klass = queue_class(cluster, settings)
+    queued = [job.queue(t, klass) for t in policy.admit(job, cluster, job.ready())]
+    effects = Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+    if settings.segments and queued and not _counted(policy, job, cluster):
+        index = job._index()
+        if index is not None:
+            for q in queued:
+                before = q.task_id
+                for t in index.segment(q.task_id):
+                    effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
+                    before = t
+    return effects
 
 
 def queue_class(cluster: Cluster, settings: Settings) -> str:
@@ -251,6 +281,8 @@ def take_outcomes(job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | T
             break
         effects += _take(job, cluster, event, settings, results)
     cluster.record_many(results)
+    if job.segment_after and any(isinstance(e, TaskFailed) for e in events):
+        effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 
@@ -316,6 +348,7 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
                                        state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
+    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 

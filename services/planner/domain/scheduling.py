@@ -206,6 +206,35 @@ class ReadyIndex:
         if not self._waiting[task]:
             self._offer(task)
 
+    def segment(self, head: str) -> list[str]:
+        """The tasks of `head`'s node that become ready only through `head` and each other, in
+        the order they would run (each the first by rank among those it lets go): what can go
+        with it as one unit (a segment; experiment, MUSTER_SEGMENTS)."""
+        plan = self.plan
+        node = plan.by_id[head].node
+        members = {head}
+        covered: dict[int, int] = {}
+        out: list[str] = []
+        last = head
+        while True:
+            for i in plan.out_links[last]:
+                covered[i] = covered.get(i, 0) + 1
+            nxt = None
+            for i in plan.out_links[last]:
+                if self._link_left[i] - covered[i]:
+                    continue
+                for t in plan.links[i][1]:
+                    if (t in members or t in self.done or t in self.running or plan.by_id[t].node != node
+                            or any(self._link_left[j] - covered.get(j, 0) for j in plan.in_links[t])):
+                        continue
+                    if nxt is None or plan.rank[t] < plan.rank[nxt]:
+                        nxt = t
+            if nxt is None:
+                return out
+            members.add(nxt)
+            out.append(nxt)
+            last = nxt
+
     def ready(self) -> tuple[str, ...]:
         rank = self.plan.rank
         picks = [min(tasks, key=rank.__getitem__) for node, tasks in self._candidates.items() if node not in self._busy]

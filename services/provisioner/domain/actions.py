@@ -1,7 +1,9 @@
 """What a provisioner's worker is configured with, and what its core asks the adapter to do.
 
-Actions, in the order the core returns them: `Claim` (append the claim, then tell the core
+Actions, in the order the core returns them: `Read` (a segment delivered again: its steps'
+outcomes, then tell the core `read`), `Claim` (append the claim, then tell the core
 `claimed`), `Run` (run the plugin, then `ran`), `Store` (append the outcome, then `stored`),
+`StoreStep` (a segment step's outcome, beside the next step's claim),
 `Stop` (stop a plugin `Run` started: its lease lapsed), `Answer` (settle the delivery: ack, nak with
 a delay, term, in progress), `Note` (log it).
 """
@@ -71,6 +73,25 @@ class Store(_Write):
     __slots__ = ()
 
 
+class StoreStep(_Write):
+    """Append the outcome of a segment's step that is not its last (with the next step's claim,
+    one store: a refused claim's fence sends it alone, `LogWriter._send_lane`); nothing to tell
+    the core once stored: the next claim's answer says what the batch did (docs/decisions/0058)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """Read what the log holds of these steps of a segment (each step's claims and outcomes, every
+    provisioner's), then tell the core `read` the outcomes of its attempt found, in order, up to
+    the first step without one: a segment delivered again starts after its last success
+    (docs/decisions/0058)."""
+
+    held: int
+    steps: tuple[TaskMessage, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """Run the task's plugin; then tell the core `ran`."""
@@ -104,4 +125,4 @@ class Note:
     fields: dict[str, Any]
 
 
-Action = Claim | Run | Stop | Store | Answer | Note
+Action = Claim | Run | Stop | Store | StoreStep | Read | Answer | Note

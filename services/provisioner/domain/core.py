@@ -36,12 +36,26 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.events import TaskClaimed
+from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.records import Append
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
-from .actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, attempt_key, lets_go, outcome_event
+from .actions import (
+    Action,
+    Answer,
+    Claim,
+    Note,
+    Read,
+    Run,
+    Stop,
+    Store,
+    StoreStep,
+    WorkerConfig,
+    attempt_key,
+    lets_go,
+    outcome_event,
+)
 
 FINISHING_PER_SLOT = 4
 """Outcomes being stored (their plugins done, their slots free) per plugin slot beyond which the
@@ -75,7 +89,7 @@ class Slots:
         heapq.heappush(self._free, slot)
 
 
-Stage = Literal["claiming", "waiting", "running", "storing", "again"]
+Stage = Literal["reading", "claiming", "waiting", "running", "storing", "again"]
 
 
 @dataclass(slots=True)
@@ -105,6 +119,9 @@ class Held:
     planner's attempt timeout then decides, as for any delivery given back."""
     term: int = -1
     """The lease's term its last claim was sent in (-1: sent while the lease had lapsed)."""
+    rest: list[TaskMessage] = field(default_factory=list)
+    """A segment's steps after `task`, each run once the one before succeeded (docs/decisions/0058)."""
+    segment: bool = False
 
 
 @dataclass
@@ -204,6 +221,10 @@ class WorkerCore:
             self.slots.give(slot)
             return [Note("error", "task of another tenant's queue terminated", {"task": task.task_id, "queue": tenant,
                                                                                "says": task.tenant}), Answer(reply, TERM)]
+        rest: list[TaskMessage] = []
+        if task.then:
+            # (each step as a message of its own: validated with the head already)
+            rest, task = [TaskMessage.model_construct(**dict(step)) for step in task.then], task.model_copy(update={"then": []})
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             self.slots.give(slot)
             self.passed += 1
@@ -219,9 +240,63 @@ class WorkerCore:
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
         every = self._keepalive_s.get(tenant, 1.0)
         hid = next(self._ids)
-        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery)
+        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery, rest=rest,
+                              segment=task.segment is not None or bool(rest))
         self._at(now + every, "keepalive", hid)
+        if task.segment is not None and (delivery > 1 or task.again):
+            # A segment delivered again (its provisioner lost, its lease lapsed, its delivery
+            # given back) or sent again by its planner: some steps may have run, and none runs
+            # twice (docs/decisions/0058).
+            self.held[hid].stage = "reading"
+            return [Read(hid, (task, *rest))]
         return [self._claim(hid)]
+
+    def read(self, hid: int, found: list[TaskSucceeded | TaskFailed], now: float,
+             error: BaseException | None = None, stale: str = "") -> list[Action]:
+        """What the log holds of a segment delivered again: `found`, the outcomes of its steps'
+        attempts in order, up to the first step without one. It starts after the last success,
+        with what those steps returned folded in as if it had run them; a stored failure ended
+        it (the planner takes that failure), and so did its last step's outcome. `stale`: the
+        planner says the steps are no longer the job's current segment (an attempt of one was
+        queued again since): ended, nothing run, as the planner has moved on."""
+        h = self.held.get(hid)
+        if h is None:
+            return []
+        if error is not None:
+            return self._give_back(hid, "segment's outcomes not read; will be redelivered", error, now=now)
+        if stale:
+            h = self.held.pop(hid)
+            self.slots.give(h.slot)
+            self.passed += 1
+            return [Note("warning", "segment no longer current; ended unrun", {"job": h.task.job_id, "task": h.task.task_id,
+                                                                                 "why": stale}), Answer(h.reply, TERM)]
+        steps = [h.task, *h.rest]
+        done = 0
+        for event, step in zip(found, steps, strict=False):
+            if (event.task_id, event.attempt) != (step.task_id, step.attempt):
+                break  # (not this step's attempt: the reader's mistake, taken as nothing found)
+            if isinstance(event, TaskFailed):
+                return self._finished(hid, "segment already ended by a failed step", step, done + 1)
+            done += 1
+            if done < len(steps):
+                steps[done] = _fold(steps[done], steps[done - 1], event.result, event.ipaddresses, event.hostname)
+        if done == len(steps):
+            return self._finished(hid, "segment already ran to its end", steps[-1], done)
+        h.task, h.rest = steps[done], steps[done + 1:]
+        h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
+        h.stage = "claiming"
+        out: list[Action] = []
+        if done:
+            out.append(Note("info", "segment taken up after its finished steps",
+                            {"job": h.task.job_id, "task": h.task.task_id, "skipped": done}))
+        return [*out, self._claim(hid)]
+
+    def _finished(self, hid: int, what: str, step: TaskMessage, steps: int) -> list[Action]:
+        """A segment delivered again whose outcomes are all stored: nothing runs, it is acked."""
+        h = self.held.pop(hid)
+        self.slots.give(h.slot)
+        self.passed += 1
+        return [Note("info", what, {"job": step.job_id, "task": step.task_id, "steps": steps}), Answer(h.reply, ACK)]
 
     def _claim(self, hid: int) -> Claim:
         h = self.held[hid]
@@ -263,11 +338,21 @@ class WorkerCore:
             return after
         if error is not None or outcome is None:
             return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + after
+        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
+        lane = h.task.fence if h.segment else None
+        if outcome.ok and h.rest:
+            # The next step's claim goes with this outcome, one store: the claim is still stored
+            # before its plugin starts (decision 50), and the planner is not asked in between.
+            step = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
+            done_subject = h.subject
+            h.task = _fold(h.rest.pop(0), h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
+            h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
+            h.stage = "claiming"
+            return [StoreStep(hid, done_subject, step), self._claim(hid), *after]
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
-        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
-        h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome")
+        h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
         return [Store(hid, h.subject, h.outcome), *after]
 
     def stored(self, hid: int, error: BaseException | None = None, now: float = 0.0) -> list[Action]:
@@ -429,3 +514,13 @@ class WorkerCore:
         if kind == "store":
             return h.stage == "storing" and h.again_at == when
         return h.stage == "waiting" and h.line_until == when
+
+
+def _fold(step: TaskMessage, before: TaskMessage, results: dict[str, Any], ipaddresses: dict[str, str],
+          hostname: str) -> TaskMessage:
+    """The next step of a segment as the planner would have sent it after `before` succeeded
+    (returning these): the node's results so far, and its addresses and host name, the newest
+    any step returned."""
+    node = step.node.model_copy(update={"ipaddresses": ipaddresses or before.node.ipaddresses or step.node.ipaddresses,
+                                        "hostname": hostname or before.node.hostname or step.node.hostname})
+    return step.model_copy(update={"results": {**before.results, **results}, "node": node})

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.aio.client import Client
 
-from contracts.events import TaskClaimed
+from contracts.events import TaskClaimed, TaskSucceeded
 from muster.bus.eventstore import Append, EventStore
 from muster.ports.eventlog import ConcurrencyError
 
@@ -124,3 +124,21 @@ async def test_claims_on_one_fence_go_as_one_batch_however_few(nc: Client, tenan
     seqs = await asyncio.gather(*claims)
     assert len(set(seqs)) == 5 and seqs[:4] == list(range(seqs[0], seqs[0] + 4))  # one batch: consecutive
     assert store.writer.events == 5 and store.writer.sent == 2  # a batch for j's fence, a single for k's
+
+
+async def test_a_segment_steps_outcome_refused_with_its_next_claim_by_a_closed_fence_is_stored_alone(
+        nc: Client, tenant: str) -> None:
+    """docs/decisions/0058: a segment step's outcome goes in its fence's lane beside the next
+    step's claim, one batch; a cancel's fence refuses the batch whole, and the outcome, which
+    expects nothing, is then stored alone (the planner must hear of a step that ran)."""
+    store = await _grouped(nc)
+    closed = f"muster.evt.{tenant}.job.j.claims.0"
+    await store.append(closed, [Append(_claim(99), msg_id=f"{tenant}.fence")])
+    done = TaskSucceeded(job_id="j", task_id="n1.create", attempt=1, provisioner="p", worker="p/w0")
+    outcome = store.submit(f"muster.evt.{tenant}.task.j.n1~create.p", Append(done, msg_id=f"{tenant}.o", lane=closed))
+    claim = store.submit(f"muster.evt.{tenant}.task.j.n1~confirm.p", Append(_claim(1), msg_id=f"{tenant}.c", only_if_empty=closed))
+    stored, refused = await asyncio.gather(outcome, claim, return_exceptions=True)
+    assert isinstance(refused, ConcurrencyError) and isinstance(stored, int)
+    assert [r.type for r in await store.read(f"muster.evt.{tenant}.task.j.n1~create.p")] == ["TaskSucceeded"]
+    assert await store.read(f"muster.evt.{tenant}.task.j.n1~confirm.p") == []
+    assert store.writer.sent == 1  # (the two went as one batch, refused whole, before the outcome went alone)

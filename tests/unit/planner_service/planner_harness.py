@@ -118,6 +118,8 @@ class Harness:
         self.states: dict[tuple[str, str], str] = {}
         """(node, service) -> what `status` answers there, whatever ran (a test's override)."""
         self.solving = True
+        self.ran_segments: list[list[str]] = []
+        """The steps of each segment message run (a head and its `then`)."""
 
     def _planner(self) -> Planner:
         planner = bootstrap(self.log, self.queue, self.config, catalogs=self.catalogs, solver=Solver(), clock=self.clock,
@@ -186,6 +188,23 @@ class Harness:
                 await handler(recorded)
 
     async def work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
+        """Run a message's task; a segment's steps after it in order, while each succeeds
+        (as `WorkerCore` runs them; a held one holds the whole message)."""
+        if not message.then:
+            await self._work(message, behaviour)
+            return
+        first = behaviour or self.behaviour(message)  # (once: a behaviour may count its calls)
+        if first == "hold":
+            self.held.append(message)
+            return
+        steps = [message.model_copy(update={"then": []}), *(TaskMessage.model_construct(**dict(step)) for step in message.then)]
+        self.ran_segments.append([s.task_id for s in steps])
+        for step in steps:
+            await self._work(step, first if step is steps[0] else None)
+            if self.log.records[-1].type != "TaskSucceeded":
+                return
+
+    async def _work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
         behaviour = behaviour or self.behaviour(message)
         if behaviour == "hold":
             self.held.append(message)
@@ -258,6 +277,18 @@ def _results(message: TaskMessage, stopped: set[tuple[str, str]], states: dict[t
     if message.action.value == "confirm":
         return {"ipaddresses": {"access_v4": f"10.0.0.{message.node.nodenum % 250}"}, "hostname": f"{node}.example"}
     return {}
+
+
+def published(h: Harness) -> list[TaskMessage]:
+    """Every message the planner publishes from now on, de-duplicated by the queue or not."""
+    sent: list[TaskMessage] = []
+    publish = h.queue.publish
+
+    async def recording(message: TaskMessage) -> None:
+        sent.append(message)
+        await publish(message)
+    h.queue.publish = recording  # type: ignore[method-assign]
+    return sent
 
 
 def body(data: dict[str, Any]) -> bytes:

@@ -1,0 +1,79 @@
+"""The planner's answer to a provisioner a segment came to again (contracts/steps.py): the
+outcomes the log holds of the segment's steps, read with the planner's rights.
+
+On `muster.q.<tenant>.<provisioner>.steps` (docs/decisions/0058, item 5): so no provisioner
+needs a right to read another's task events.
+
+Only the planner acting for the job answers (another keeps silent, as for a job's status); it
+answers only a provisioner granted the job's queue (auth on), and only about steps that are
+the job's current attempts queued as one segment: with segments off no step is, and nothing
+is read for anyone.
+"""
+
+from __future__ import annotations
+
+import structlog
+from pydantic import ValidationError
+
+from contracts.steps import StepOutcomes, StepOutcomesQuery
+from muster.stepoutcomes import step_outcomes
+from services.auth.domain.buspermissions import provisioner_queues
+from services.auth.domain.state import IdentityState
+
+from .app import Planner
+from .domain import saga
+from .domain.job import Job
+
+log = structlog.get_logger("muster.planner")
+
+
+class StepReads:
+    def __init__(self, planner: Planner, identities: IdentityState | None = None) -> None:
+        self.planner, self.identities = planner, identities
+
+    async def answer(self, tenant: str, principal: str, data: bytes) -> StepOutcomes | None:
+        try:
+            query = StepOutcomesQuery.model_validate_json(data)
+        except ValidationError as err:
+            return StepOutcomes(refused=f"not a steps query: {err.errors()[0]['msg']}")
+        job = self.planner.acting_for(tenant, query.job_id)
+        cluster = self.planner.clusters.get(job.cluster_id) if job is not None else None
+        if job is None or cluster is None:
+            return None  # another planner's job (or none): it answers, or nobody and the provisioner asks again
+        refused = self._refused(principal, tenant, saga.queue_class(cluster, self.planner.config.settings))
+        if refused:
+            log.warning("a segment's steps not read for a requester", requester=principal, job=query.job_id, reason=refused)
+            return StepOutcomes(refused=refused)
+        if any(s.attempt > job.attempts.get(s.task_id, 0) for s in query.steps):
+            return None  # queued by a planner this one has not caught up with: not its to say
+        stale = _stale(job, query)
+        if stale:
+            return StepOutcomes(stale=stale)
+        steps = [(s.task_id, s.attempt) for s in query.steps]
+        return StepOutcomes(outcomes=await step_outcomes(self.planner.log, tenant, query.job_id, steps))
+
+    def _refused(self, principal: str, tenant: str, klass: str) -> str:
+        """Auth on: only a provisioner granted the queue the job's tasks go on may know them."""
+        if self.identities is None:
+            return ""
+        who = self.identities.principals.get(principal)
+        if who is None or who.disabled or who.service != "provisioner":
+            return f"{principal!r} is not a provisioner"
+        if (tenant, klass) not in provisioner_queues(self.identities.grants_of(principal)):
+            return f"{principal} is not granted queue:{klass} of tenant {tenant}"
+        return ""
+
+
+def _stale(job: Job, query: StepOutcomesQuery) -> str:
+    """Why the steps are not the job's current segment ("" when they are)."""
+    for step in query.steps:
+        latest = job.attempts[step.task_id]
+        if latest != step.attempt:
+            return f"{step.task_id}'s attempt {step.attempt} is not its latest ({latest})"
+    names = [s.task_id for s in query.steps]
+    if names[0] not in job.segment_after and names[0] not in job.segment_next:
+        return f"{names[0]} was not queued as a step of a segment"
+    for before, step_id in zip(names, names[1:], strict=False):
+        if job.segment_after.get(step_id) != before:
+            return f"{step_id} was not queued after {before}"
+    return ""
