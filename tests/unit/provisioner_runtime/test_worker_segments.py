@@ -10,7 +10,7 @@ from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK
 from services.provisioner.domain.actions import Action, Answer, Claim, Read, Run, Store, StoreStep, WorkerConfig
-from services.provisioner.domain.core import WorkerCore, step_message
+from services.provisioner.domain.core import WorkerCore, fold
 from services.provisioner.plugins.testing import make_task
 
 
@@ -142,10 +142,12 @@ def test_a_nodes_addresses_reach_every_later_step_not_only_the_next() -> None:
     assert run.task.node.ipaddresses == {"access": "10.0.0.9"} and run.task.node.hostname == "n1.example"
 
 
-def test_a_step_becomes_the_message_it_would_have_been_with_every_field_given() -> None:
-    # Every field given, none left to a default factory: pydantic reads a factory's signature
-    # from text at each `model_construct` that needs it, a fifth of a provisioner's CPU once.
+def test_a_step_becomes_the_message_the_planner_would_have_sent_with_every_field_given() -> None:
+    head = _step("n1.create", "create", segment="n1.create.1", again=True, results={"a": 1})
     step = TaskStep.model_validate(_step("n1.confirm", "confirm").model_dump(exclude={"then", "segment", "again"}))
-    message = step_message(step)
-    assert message == TaskMessage.model_validate(step.model_dump())
+    message = fold(step, head, {"b": 2}, {"access": "10.0.0.9"}, "n1.example")
+    node = step.node.model_copy(update={"ipaddresses": {"access": "10.0.0.9"}, "hostname": "n1.example"})
+    assert message == TaskMessage.model_validate({**step.model_dump(), "results": {"a": 1, "b": 2}, "node": node.model_dump()})
+    # Every field given, none left to a default factory (pydantic's `model_construct` reads a
+    # factory's signature from text at each call that needs it: a fifth of a provisioner's CPU).
     assert message.model_fields_set == set(TaskMessage.model_fields)
