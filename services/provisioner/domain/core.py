@@ -517,7 +517,7 @@ def fold(step: TaskStep, before: TaskMessage, results: dict[str, Any], ipaddress
     Built as a copy of `before` with every field of the step's given, and none of a segment's:
     one copy a step, and not `model_construct`, which fills a field left out with its default
     factory only after reading the factory's signature (`inspect.signature(list)`, parsed from
-    text at each call): that cost a fifth of a provisioner's CPU in a 1,000-node create
+    text at each call): that was most of what segments once cost a provisioner more
     (docs/benchmarks.md, "Scale: segments", session 28)."""
     node = step.node
     addresses = ipaddresses or before.node.ipaddresses or node.ipaddresses

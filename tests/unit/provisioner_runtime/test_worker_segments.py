@@ -149,5 +149,5 @@ def test_a_step_becomes_the_message_the_planner_would_have_sent_with_every_field
     node = step.node.model_copy(update={"ipaddresses": {"access": "10.0.0.9"}, "hostname": "n1.example"})
     assert message == TaskMessage.model_validate({**step.model_dump(), "results": {"a": 1, "b": 2}, "node": node.model_dump()})
     # Every field given, none left to a default factory (pydantic's `model_construct` reads a
-    # factory's signature from text at each call that needs it: a fifth of a provisioner's CPU).
+    # factory's signature from text at each call that needs it: dear, once a step).
     assert message.model_fields_set == set(TaskMessage.model_fields)
