@@ -12,11 +12,11 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.steps import StepAttempt, StepOutcomes, StepOutcomesQuery
-from contracts.tasks import TaskMessage
+from contracts.tasks import TaskStep
 from muster.ports.eventlog import EventLog
 from muster.stepoutcomes import step_outcomes
 
-StepReader = Callable[[Sequence[TaskMessage]], Awaitable[StepOutcomes]]
+StepReader = Callable[[Sequence[TaskStep]], Awaitable[StepOutcomes]]
 """A segment's steps (from its head on) -> what the log holds of them."""
 
 ASK_TIMEOUT_S = 5.0
@@ -32,7 +32,7 @@ class AskPlanner:
     def __init__(self, nc: Client, provisioner_id: str, timeout_s: float = ASK_TIMEOUT_S) -> None:
         self.nc, self.provisioner_id, self.timeout_s = nc, provisioner_id, timeout_s
 
-    async def __call__(self, steps: Sequence[TaskMessage]) -> StepOutcomes:
+    async def __call__(self, steps: Sequence[TaskStep]) -> StepOutcomes:
         head = steps[0]
         query = StepOutcomesQuery(job_id=head.job_id, steps=[StepAttempt(task_id=s.task_id, attempt=s.attempt) for s in steps])
         reply = await self.nc.request(subjects.step_outcomes(head.tenant, self.provisioner_id), query.model_dump_json().encode(),
@@ -47,7 +47,7 @@ class LogSteps:
     def __init__(self, log: EventLog) -> None:
         self.log = log
 
-    async def __call__(self, steps: Sequence[TaskMessage]) -> StepOutcomes:
+    async def __call__(self, steps: Sequence[TaskStep]) -> StepOutcomes:
         head = steps[0]
         found = await step_outcomes(self.log, head.tenant, head.job_id, [(s.task_id, s.attempt) for s in steps])
         return StepOutcomes(outcomes=found)

@@ -13,7 +13,7 @@ import structlog
 from nats.js import JetStreamContext
 
 from contracts.steps import StepOutcomes
-from contracts.tasks import TaskMessage
+from contracts.tasks import TaskMessage, TaskStep
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import ConcurrencyError, EventLog
@@ -235,7 +235,7 @@ class Workers:
             # A claim refused as stale can only be its fence's doing (claims expect nothing else).
             self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
 
-    async def _read(self, held: int, steps: tuple[TaskMessage, ...]) -> None:
+    async def _read(self, held: int, steps: tuple[TaskStep, ...]) -> None:
         """Each step's outcome of its attempt (the first stored, by whichever provisioner), in
         order, up to the first step without one; or why the steps are no longer to run."""
         answer, error = StepOutcomes(), None

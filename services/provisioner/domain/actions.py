@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from contracts.events import TaskFailed, TaskSucceeded
 from contracts.records import Append
-from contracts.tasks import TaskMessage, TaskOutcome, trim_output
+from contracts.tasks import TaskMessage, TaskOutcome, TaskStep, trim_output
 from muster.ports.delivery import Settle
 
 
@@ -89,7 +89,7 @@ class Read:
     (docs/decisions/0058)."""
 
     held: int
-    steps: tuple[TaskMessage, ...]
+    steps: tuple[TaskStep, ...]
 
 
 @dataclass(frozen=True, slots=True)

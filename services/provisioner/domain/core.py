@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.records import Append
-from contracts.tasks import TaskMessage, TaskOutcome
+from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
 from .actions import (
@@ -119,8 +119,9 @@ class Held:
     planner's attempt timeout then decides, as for any delivery given back."""
     term: int = -1
     """The lease's term its last claim was sent in (-1: sent while the lease had lapsed)."""
-    rest: list[TaskMessage] = field(default_factory=list)
-    """A segment's steps after `task`, each run once the one before succeeded (docs/decisions/0058)."""
+    rest: list[TaskStep] = field(default_factory=list)
+    """A segment's steps after `task`, each run once the one before succeeded (docs/decisions/0058),
+    as the message said them: each becomes a message of its own when it is next (`fold`)."""
     segment: bool = False
 
 
@@ -221,10 +222,9 @@ class WorkerCore:
             self.slots.give(slot)
             return [Note("error", "task of another tenant's queue terminated", {"task": task.task_id, "queue": tenant,
                                                                                "says": task.tenant}), Answer(reply, TERM)]
-        rest: list[TaskMessage] = []
+        rest: list[TaskStep] = []
         if task.then:
-            # (each step as a message of its own: validated with the head already)
-            rest, task = [TaskMessage.model_construct(**dict(step)) for step in task.then], task.model_copy(update={"then": []})
+            rest, task = list(task.then), task.model_copy(update={"then": []})
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             self.slots.give(slot)
             self.passed += 1
@@ -270,8 +270,8 @@ class WorkerCore:
             self.passed += 1
             return [Note("warning", "segment no longer current; ended unrun", {"job": h.task.job_id, "task": h.task.task_id,
                                                                                  "why": stale}), Answer(h.reply, TERM)]
-        steps = [h.task, *h.rest]
-        done = 0
+        steps: list[TaskStep] = [h.task, *h.rest]
+        done, current = 0, h.task
         for event, step in zip(found, steps, strict=False):
             if (event.task_id, event.attempt) != (step.task_id, step.attempt):
                 break  # (not this step's attempt: the reader's mistake, taken as nothing found)
@@ -279,10 +279,10 @@ class WorkerCore:
                 return self._finished(hid, "segment already ended by a failed step", step, done + 1)
             done += 1
             if done < len(steps):
-                steps[done] = _fold(steps[done], steps[done - 1], event.result, event.ipaddresses, event.hostname)
+                current = fold(steps[done], current, event.result, event.ipaddresses, event.hostname)
         if done == len(steps):
             return self._finished(hid, "segment already ran to its end", steps[-1], done)
-        h.task, h.rest = steps[done], steps[done + 1:]
+        h.task, h.rest = current, steps[done + 1:]
         h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
         h.stage = "claiming"
         out: list[Action] = []
@@ -291,7 +291,7 @@ class WorkerCore:
                             {"job": h.task.job_id, "task": h.task.task_id, "skipped": done}))
         return [*out, self._claim(hid)]
 
-    def _finished(self, hid: int, what: str, step: TaskMessage, steps: int) -> list[Action]:
+    def _finished(self, hid: int, what: str, step: TaskStep, steps: int) -> list[Action]:
         """A segment delivered again whose outcomes are all stored: nothing runs, it is acked."""
         h = self.held.pop(hid)
         self.slots.give(h.slot)
@@ -345,7 +345,7 @@ class WorkerCore:
             # before its plugin starts (decision 50), and the planner is not asked in between.
             step = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
             done_subject = h.subject
-            h.task = _fold(h.rest.pop(0), h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
+            h.task = fold(h.rest.pop(0), h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
             h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
             h.stage = "claiming"
             return [StoreStep(hid, done_subject, step), self._claim(hid), *after]
@@ -516,11 +516,21 @@ class WorkerCore:
         return h.stage == "waiting" and h.line_until == when
 
 
-def _fold(step: TaskMessage, before: TaskMessage, results: dict[str, Any], ipaddresses: dict[str, str],
-          hostname: str) -> TaskMessage:
+def fold(step: TaskStep, before: TaskMessage, results: dict[str, Any], ipaddresses: dict[str, str],
+         hostname: str) -> TaskMessage:
     """The next step of a segment as the planner would have sent it after `before` succeeded
     (returning these): the node's results so far, and its addresses and host name, the newest
-    any step returned."""
-    node = step.node.model_copy(update={"ipaddresses": ipaddresses or before.node.ipaddresses or step.node.ipaddresses,
-                                        "hostname": hostname or before.node.hostname or step.node.hostname})
-    return step.model_copy(update={"results": {**before.results, **results}, "node": node})
+    any step returned.
+
+    Built as a copy of `before` with every field of the step's given, and none of a segment's:
+    one copy a step, and not `model_construct`, which fills a field left out with its default
+    factory only after reading the factory's signature (`inspect.signature(list)`, parsed from
+    text at each call): that was most of what segments once cost a provisioner more
+    (docs/benchmarks.md, "Scale: segments", session 28)."""
+    node = step.node
+    addresses = ipaddresses or before.node.ipaddresses or node.ipaddresses
+    name = hostname or before.node.hostname or node.hostname
+    if (addresses, name) != (node.ipaddresses, node.hostname):
+        node = node.model_copy(update={"ipaddresses": addresses, "hostname": name})
+    return before.model_copy(update={**vars(step), "then": [], "segment": None, "again": False,
+                                     "results": {**before.results, **results}, "node": node})

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
-from contracts.tasks import TaskMessage, TaskOutcome
+from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK, TERM
 from services.provisioner.domain.actions import Action, Answer, Claim, Read, Run, Store, StoreStep, WorkerConfig
-from services.provisioner.domain.core import WorkerCore
+from services.provisioner.domain.core import WorkerCore, fold
 from services.provisioner.plugins.testing import make_task
 
 
@@ -147,3 +147,14 @@ def test_a_segment_its_planner_calls_stale_is_ended_unrun() -> None:
     read = _read(core, 2)
     out = core.read(read.held, [], 0.1, stale="n1.create's attempt 1 is not its latest (2)")
     assert not _only(out, Claim) and _only(out, Answer) == [Answer("r", TERM)] and core.idle and core.in_flight == 0
+
+
+def test_a_step_becomes_the_message_the_planner_would_have_sent_with_every_field_given() -> None:
+    head = _step("n1.create", "create", segment="n1.create.1", again=True, results={"a": 1})
+    step = TaskStep.model_validate(_step("n1.confirm", "confirm").model_dump(exclude={"then", "segment", "again"}))
+    message = fold(step, head, {"b": 2}, {"access": "10.0.0.9"}, "n1.example")
+    node = step.node.model_copy(update={"ipaddresses": {"access": "10.0.0.9"}, "hostname": "n1.example"})
+    assert message == TaskMessage.model_validate({**step.model_dump(), "results": {"a": 1, "b": 2}, "node": node.model_dump()})
+    # Every field given, none left to a default factory (pydantic's `model_construct` reads a
+    # factory's signature from text at each call that needs it: dear, once a step).
+    assert message.model_fields_set == set(TaskMessage.model_fields)
