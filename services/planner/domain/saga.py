@@ -150,16 +150,17 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
     klass = queue_class(cluster, settings)
-    queued = [job.queue(t, klass) for t in policy.admit(job, cluster, job.ready())]
-    effects = Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
-    if settings.segments and queued and not _counted(policy, job, cluster):
-        index = job._index()
-        if index is not None:
-            for q in queued:
-                before = q.task_id
-                for t in index.segment(q.task_id):
-                    effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
-                    before = t
+    admitted = policy.admit(job, cluster, job.ready())
+    index = job._index() if settings.segments and admitted and not _counted(policy, job, cluster) else None
+    effects = Effects()
+    for head in admitted:
+        effects.dispatch.append(Attempt(head, job.queue(head, klass).attempt))
+        # Each head's followers right after it: a wave saved in parts has its first segments
+        # whole, and sent, after its first parts (a segment goes out whole: docs/decisions/0058).
+        before = head
+        for t in index.segment(head) if index is not None else ():
+            effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
+            before = t
     return effects
 
 
