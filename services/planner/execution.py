@@ -259,8 +259,12 @@ class Execution:
             try:
                 head = message(a)
                 if key is not None:
-                    head = head.model_copy(update={"then": [message(Attempt(t, job.attempts[t])) for t in steps[1:]],
-                                                   "segment": key, "again": again})
+                    rest = [message(Attempt(t, job.attempts[t])) for t in steps[1:]]
+                    # (each step's claim and run go in its own attempt's span, as its head's do)
+                    traced = self.traces.queue(job, [(m.task_id, m.attempt, at) for m in rest]) if tracing.enabled() else None
+                    if traced is not None:
+                        rest = [m.model_copy(update={"trace": c}) for m, c in zip(rest, traced, strict=True)]
+                    head = head.model_copy(update={"then": rest, "segment": key, "again": again})
                 messages.append(head)
                 sending.append(a)
                 times.append(at)
