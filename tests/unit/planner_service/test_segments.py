@@ -250,3 +250,18 @@ async def test_a_follower_is_in_the_backlog_only_once_the_step_before_it_succeed
     await h.clock.advance(h.config.task_timeout_s + 1)  # the bootstraps time out: their followers end
     await h.settle()
     assert _backlog(h) == (0, 0)
+
+
+async def test_a_segment_whose_publish_failed_goes_out_whole_from_the_republish_timer() -> None:
+    """The republish timer names the head alone, which needs no nodes map (a create); its
+    followers do (bootstrap, installs): the map is fetched for every step the message carries."""
+    h = _harness()
+    h.queue.fail(lambda m: m.task_id == "n1000.create", TimeoutError("lost"), times=1)
+    job_id = await _create(h)
+    assert not [m for m in h.queue.messages if m.task_id == "n1000.create"]
+    await h.clock.advance(1.0)  # the republish timer's first try (0.25 s)
+    await h.settle()
+    [create] = [m for m in h.queue.messages if m.task_id == "n1000.create"]
+    assert [s.task_id for s in create.then][:2] == ["n1000.confirm", "n1000.bootstrap"] and create.again
+    assert create.then[1].nodes_ref is not None  # (a bootstrap reads the nodes map)
+    assert isinstance(h.final(job_id), JobSucceeded)
