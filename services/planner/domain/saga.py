@@ -349,7 +349,7 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
                                        state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
-    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
+    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job, segments.STRANDED_BY_TIMEOUT)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 

@@ -31,7 +31,7 @@ from services.auth.domain.state import IdentityState
 from services.planner.app import Planner, PlannerConfig
 from services.planner.bootstrap import bootstrap
 from services.planner.domain.cluster import Cluster
-from services.planner.domain.job import STRANDED, Job
+from services.planner.domain.job import UNRUN, Job
 from services.planner.messages import RequestContext
 from services.planner.ports import NoLayout
 from services.planner.routing import ROUTES
@@ -257,9 +257,9 @@ class Harness:
 
     def failures(self, job_id: str) -> list[Any]:
         """The job's attempts that failed or timed out (`TaskAttemptFailed`), without the
-        segments' followers ended unrun when the step before them failed (`segments.STRANDED`:
+        segments' followers ended unrun when the step before them failed (`job.UNRUN`:
         no failure, their attempt given back)."""
-        return [e for e in self.events(job_id, "TaskAttemptFailed") if e.error != STRANDED]
+        return [e for e in self.events(job_id, "TaskAttemptFailed") if e.error not in UNRUN]
 
     def job(self, job_id: str) -> Job:
         return self.planner.jobs[job_id]
