@@ -81,7 +81,8 @@ class Settings:
     provisioner_class: str = "default"
     mode: str = "eager"
     segments: bool = False
-    """Experiment: a node's run of tasks that only it lets go goes as one unit (MUSTER_SEGMENTS=1)."""
+    """A node's run of tasks that only it lets go goes as one unit (`PlannerConfig.segments`, on
+    unless MUSTER_SEGMENTS=0; off here, for the domain's tests, which say when they want it)."""
 
 
 class DispatchPolicy(Protocol):
