@@ -108,6 +108,12 @@ class TaskStep(_Wire):
         "appended only while nothing is stored there, so an attempt of a job cancelled meanwhile is never claimed nor "
         "run; none on a rollback's tasks, which a cancel never stops",
     )
+    trace: str | None = Field(
+        default=None,
+        description="a segment's step after its head (`TaskMessage.then`) of a traced job: its attempt's span (a W3C "
+        "traceparent), which its claim and run go in, as a message's `traceparent` header names its head's "
+        "(docs/tracing.md); none on a head",
+    )
 
 
 class TaskMessage(TaskStep):

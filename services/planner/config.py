@@ -39,9 +39,10 @@ class PlannerConfig:
     """Where a pool callback may go besides public addresses: the pool service's setting, which
     the planner checks a callback with when no pool service answers (docs/pools.md)."""
 
-    segments: bool = field(default_factory=lambda: os.environ.get("MUSTER_SEGMENTS") == "1")
+    segments: bool = field(default_factory=lambda: os.environ.get("MUSTER_SEGMENTS") != "0")
     """A node's run of tasks that only it lets go is queued and sent as one message (docs/
-    decisions/0058); off unless `MUSTER_SEGMENTS=1` while parts of it are not built."""
+    decisions/0058); on unless `MUSTER_SEGMENTS=0` (provisioners older than segments cannot
+    read such a message)."""
 
     @property
     def settings(self) -> Settings:

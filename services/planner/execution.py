@@ -226,8 +226,12 @@ class Execution:
         now = self.timers.clock.now()
         klass = saga.queue_class(cluster, self.config.settings)
         timeout = timedelta(seconds=self.config.task_timeout_s)
+        passed = {a.task_id: at for a, at in attempts}
+        units = segments.groups(job, passed) if job.segment_after or job.segment_next else [([t], None) for t in passed]
         ref: str | None = None
-        if any(needs_nodes(job.tasks[a.task_id].action) for a, _ in attempts):
+        # (every step a message carries: a segment sent again from its head, a create, whose
+        # followers read the map)
+        if any(needs_nodes(job.tasks[t].action) for steps, _ in units for t in steps):
             try:
                 # The nodes map travels by reference (nodemaps.py); only automators get one.
                 ref = await self.nodemaps.ref(cluster, catalog)
@@ -247,8 +251,6 @@ class Execution:
             return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                 self.config.action_timeout_s, avoid, ref if needs else None, shared)
 
-        passed = {a.task_id: at for a, at in attempts}
-        units = segments.groups(job, passed) if job.segment_after or job.segment_next else [([t], None) for t in passed]
         for steps, key in units:
             a = Attempt(steps[0], job.attempts[steps[0]])
             at = passed.get(a.task_id) or now
@@ -259,8 +261,12 @@ class Execution:
             try:
                 head = message(a)
                 if key is not None:
-                    head = head.model_copy(update={"then": [message(Attempt(t, job.attempts[t])) for t in steps[1:]],
-                                                   "segment": key, "again": again})
+                    rest = [message(Attempt(t, job.attempts[t])) for t in steps[1:]]
+                    # (each step's claim and run go in its own attempt's span, as its head's do)
+                    traced = self.traces.queue(job, [(m.task_id, m.attempt, at) for m in rest]) if tracing.enabled() else None
+                    if traced is not None:
+                        rest = [m.model_copy(update={"trace": c}) for m, c in zip(rest, traced, strict=True)]
+                    head = head.model_copy(update={"then": rest, "segment": key, "again": again})
                 messages.append(head)
                 sending.append(a)
                 times.append(at)

@@ -14,7 +14,7 @@ from contracts.tasks import TaskMessage, TaskOutcome
 from muster import tracing
 from muster.bus.protocol import parse_headers
 
-from .domain.actions import Action, Claim
+from .domain.actions import Action, Claim, Read
 
 tracer = tracing.Tracer("muster.provisioner")
 
@@ -49,14 +49,19 @@ class Traces:
         if len(self.held) > 2 * len(still_held) + 64:
             self.held = {h: t for h, t in self.held.items() if h in still_held}  # those let go without an outcome
         for action in actions:
-            if isinstance(action, Claim):
+            if isinstance(action, Claim | Read):  # (a segment delivered again reads before it claims)
                 self.held[action.held] = Traced(context)
 
-    def claim(self, held: int, append: Append) -> Append:
-        """The claim's event, in a span of its own when the task is traced."""
+    def claim(self, held: int, append: Append, task: TaskMessage | None = None) -> Append:
+        """The claim's event, in a span of its own when the task is traced: under its attempt's
+        span, a segment's later step's own (`TaskStep.trace`; one taken up after its finished
+        steps claims such a step first)."""
         traced = self.held.get(held)
         if traced is None:
             return append
+        own = tracing.valid(task.trace) if task is not None else None
+        if own is not None and own != traced.attempt:
+            traced = self.held[held] = Traced(own)
         traced.claim, traced.claimed_from = tracing.child(traced.attempt), time.time()
         return replace(append, trace=traced.claim)
 
@@ -75,6 +80,14 @@ class Traces:
         """The outcome's event, in the run's span (the task's trace ends here)."""
         traced = self.held.pop(held, None)
         return replace(append, trace=traced.run) if traced is not None and traced.run else append
+
+    def step(self, held: int, append: Append, following: TaskMessage) -> Append:
+        """A segment step's outcome, in its run's span; the step after it goes in its own
+        attempt's span (docs/decisions/0058)."""
+        out = self.outcome(held, append)
+        if (own := tracing.valid(following.trace)) is not None:
+            self.held[held] = Traced(own)
+        return out
 
     async def run(self, executor: Executor, held: int, task: TaskMessage) -> TaskOutcome:
         traced = self.held.get(held)

@@ -189,7 +189,8 @@ class Workers:
             return
         for action in actions:
             if isinstance(action, Claim):
-                append = self._traces.claim(action.held, action.append) if self._traces.held else action.append
+                append = self._traces.claim(action.held, action.append, self._task(action.held)) \
+                    if self._traces.held else action.append
                 # At once when the writer is idle: the claim leaves in this read-loop callback.
                 self._write(self.store.submit(action.subject, append, now=True), partial(self._claimed, action.held))
             elif isinstance(action, Run):
@@ -206,7 +207,11 @@ class Workers:
                 self.running.add(reading)  # (given up with the plugins on abort)
                 reading.add_done_callback(self.running.discard)
             elif isinstance(action, StoreStep):
-                self._write(self.store.submit(action.subject, action.append), self._step_stored)
+                # (the core holds the next step now: its claim follows)
+                following = self._task(action.held)
+                append = self._traces.step(action.held, action.append, following) \
+                    if self._traces.held and following is not None else action.append
+                self._write(self.store.submit(action.subject, append), self._step_stored)
             elif isinstance(action, Store):
                 append = self._traces.outcome(action.held, action.append) if self._traces.held else action.append
                 self._write(self.store.submit(action.subject, append), partial(self._stored, action.held))
@@ -216,6 +221,11 @@ class Workers:
             elif isinstance(action, Note):
                 getattr(log, action.level)(action.what, **action.fields)
         self._sync()
+
+    def _task(self, held: int) -> TaskMessage | None:
+        """The step the core holds for `held` now."""
+        h = self.core.held.get(held)
+        return h.task if h is not None else None
 
     def _ran(self, held: int, run: asyncio.Task[None]) -> None:
         self.running.discard(run)

@@ -58,6 +58,7 @@ from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
+from services.planner.domain.segments import STRANDED_BY_TIMEOUT
 from services.planner.entrypoint import nats_planner
 
 from .fencing import Fencing, check_fencing, writers
@@ -282,8 +283,10 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     if outcome.type == "TaskAttemptFailed":
         if e.state == "timed_out":
             report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
-        elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46)
-            if "TaskClaimed" in types:
+        elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46);
+            # or a segment's follower whose step before failed (never claimed either) or timed out: that one may
+            # run late, and this one after it (decision 58), a late result as a timed-out attempt's is
+            if "TaskClaimed" in types and e.error != STRANDED_BY_TIMEOUT:
                 report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} cancelled as unclaimed, and claimed")
         elif e.error.startswith(LOST_PREFIX):  # its claimers all gone, its job cancelled (decision 54)
             report.provisioner_lost.append(f"{name}: attempt {e.attempt} of {e.task_id}")

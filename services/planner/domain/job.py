@@ -82,6 +82,14 @@ STRANDED = "its segment stopped before it: the step before it did not succeed"
 """The error of a segment's follower ended `cancelled` because the step before it failed
 (`domain/segments.py`): it never ran, and its attempt is given back (`retry_base`)."""
 
+STRANDED_BY_TIMEOUT = ("its segment stopped before it: the step before it timed out (its provisioner may still run "
+                       "it late, after that step: a late run changes nothing)")
+"""The same when the step before it timed out: that step may still be running, and its provisioner
+go on with this one, a stale attempt as a late lone one is (docs/decisions/0058, "What is not
+promised"); not waited for, its attempt given back."""
+
+UNRUN = (STRANDED, STRANDED_BY_TIMEOUT)
+
 
 class Job(Aggregate):
     @staticmethod
@@ -348,7 +356,7 @@ class Job(Aggregate):
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         if payload.state == "cancelled":  # never ran: nothing failed, nothing to undo
             self._set_state(payload.task_id, "cancelled")
-            if payload.error == STRANDED:  # (a segment's follower: its attempt given back, decision 58)
+            if payload.error in UNRUN:  # (a segment's follower: its attempt given back, decision 58)
                 self.retry_base[payload.task_id] = self.retry_base.get(payload.task_id, 0) + 1
             return
         self._set_state(payload.task_id, "failed")

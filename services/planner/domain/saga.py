@@ -81,7 +81,8 @@ class Settings:
     provisioner_class: str = "default"
     mode: str = "eager"
     segments: bool = False
-    """Experiment: a node's run of tasks that only it lets go goes as one unit (MUSTER_SEGMENTS=1)."""
+    """A node's run of tasks that only it lets go goes as one unit (`PlannerConfig.segments`, on
+    unless MUSTER_SEGMENTS=0; off here, for the domain's tests, which say when they want it)."""
 
 
 class DispatchPolicy(Protocol):
@@ -150,16 +151,17 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
     klass = queue_class(cluster, settings)
-    queued = [job.queue(t, klass) for t in policy.admit(job, cluster, job.ready())]
-    effects = Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
-    if settings.segments and queued and not _counted(policy, job, cluster):
-        index = job._index()
-        if index is not None:
-            for q in queued:
-                before = q.task_id
-                for t in index.segment(q.task_id):
-                    effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
-                    before = t
+    admitted = policy.admit(job, cluster, job.ready())
+    index = job._index() if settings.segments and admitted and not _counted(policy, job, cluster) else None
+    effects = Effects()
+    for head in admitted:
+        effects.dispatch.append(Attempt(head, job.queue(head, klass).attempt))
+        # Each head's followers right after it: a wave saved in parts has its first segments
+        # whole, and sent, after its first parts (a segment goes out whole: docs/decisions/0058).
+        before = head
+        for t in index.segment(head) if index is not None else ():
+            effects.dispatch.append(Attempt(t, job.queue(t, klass, after=before).attempt))
+            before = t
     return effects
 
 
@@ -348,7 +350,7 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
                                        state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
-    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job)]
+    effects.disarm += [Attempt(*a) for a in segments.end_stranded(job, segments.STRANDED_BY_TIMEOUT)]
     effects += advance(job, cluster, services, settings, policy)
     return effects
 

@@ -209,7 +209,7 @@ class ReadyIndex:
     def segment(self, head: str) -> list[str]:
         """The tasks of `head`'s node that become ready only through `head` and each other, in
         the order they would run (each the first by rank among those it lets go): what can go
-        with it as one unit (a segment; experiment, MUSTER_SEGMENTS)."""
+        with it as one unit (a segment, docs/decisions/0058)."""
         plan = self.plan
         node = plan.by_id[head].node
         members = {head}

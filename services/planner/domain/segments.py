@@ -16,9 +16,9 @@ from collections.abc import Iterable
 
 from contracts.events import TaskAttemptFailed
 
-from .job import STRANDED, Job
+from .job import STRANDED, STRANDED_BY_TIMEOUT, Job
 
-__all__ = ["STRANDED", "chain", "end_stranded", "groups", "key", "root", "stranded"]
+__all__ = ["STRANDED", "STRANDED_BY_TIMEOUT", "chain", "end_stranded", "groups", "key", "root", "stranded"]
 
 
 def _queued(job: Job, task_id: str) -> bool:
@@ -80,12 +80,14 @@ def stranded(job: Job) -> list[str]:
     return out
 
 
-def end_stranded(job: Job) -> list[tuple[str, int]]:
-    """End every stranded follower `cancelled` (it never ran: no failure, nothing to undo, the
-    job waits for it no more, and its attempt is given back). The (task, attempt) pairs ended."""
+def end_stranded(job: Job, error: str = STRANDED) -> list[tuple[str, int]]:
+    """End every stranded follower `cancelled` (it did not run: no failure, nothing to undo, the
+    job waits for it no more, and its attempt is given back). `error`: why (STRANDED_BY_TIMEOUT
+    after a timeout: the step before may still run, and this one late after it). The (task,
+    attempt) pairs ended."""
     ended = []
     for t in stranded(job):
         attempt = job.attempts[t]
-        job.end_follower(TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=attempt, state="cancelled", error=STRANDED))
+        job.end_follower(TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=attempt, state="cancelled", error=error))
         ended.append((t, attempt))
     return ended

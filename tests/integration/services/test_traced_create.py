@@ -77,6 +77,9 @@ async def test_a_create_over_http_is_one_trace_across_the_services(exported: Wai
     assert chains["plugin"][1].startswith("run ") and chains["plugin"][2].startswith("task ")
     assert chains["outcome"][1].startswith("run ")  # the outcome event named the run that made it
     tasks = [s for s in spans if s.name.startswith("task ")]
+    # Each claim and run in its own attempt's span (a segment's later steps too: docs/decisions/0058).
+    assert all(by_id[s.parent.span_id].name == f"task {s.attributes['muster.task']}"
+               for s in spans if s.name == "claim" or s.name.startswith("run "))
     kinds = Counter(s.name.split(" ")[0] for s in spans)
     assert kinds["task"] == kinds["claim"] == kinds["run"] == kinds["outcome"] == kinds["plugin"] > 10
     job = next(s for s in spans if s.name == "job create")

@@ -31,7 +31,7 @@ from services.auth.domain.state import IdentityState
 from services.planner.app import Planner, PlannerConfig
 from services.planner.bootstrap import bootstrap
 from services.planner.domain.cluster import Cluster
-from services.planner.domain.job import Job
+from services.planner.domain.job import UNRUN, Job
 from services.planner.messages import RequestContext
 from services.planner.ports import NoLayout
 from services.planner.routing import ROUTES
@@ -189,7 +189,7 @@ class Harness:
 
     async def work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
         """Run a message's task; a segment's steps after it in order, while each succeeds
-        (as `WorkerCore` runs them; a held one holds the whole message)."""
+        (as `WorkerCore` runs them). A held step holds the rest of the message with it."""
         if not message.then:
             await self._work(message, behaviour)
             return
@@ -197,18 +197,22 @@ class Harness:
         if first == "hold":
             self.held.append(message)
             return
-        steps = [message.model_copy(update={"then": []}), *(TaskMessage.model_construct(**dict(step)) for step in message.then)]
+        steps = steps_of(message)
         self.ran_segments.append([s.task_id for s in steps])
-        for step in steps:
-            await self._work(step, first if step is steps[0] else None)
-            if self.log.records[-1].type != "TaskSucceeded":
+        for i, step in enumerate(steps):
+            now = first if i == 0 else self.behaviour(step)
+            if now == "hold":  # (the provisioner is still at this step: the rest waits with it)
+                self.held.append(message.model_copy(update={**dict(message.then[i - 1]), "then": message.then[i:]}))
+                return
+            if not await self._work(step, now):
                 return
 
-    async def _work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
+    async def _work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> bool:
+        """Run one step; whether it succeeded (a segment goes on only then)."""
         behaviour = behaviour or self.behaviour(message)
         if behaviour == "hold":
             self.held.append(message)
-            return
+            return False
         from contracts import subjects
 
         subject = subjects.task_events(message.tenant, message.job_id, message.task_id, "prov-fake")
@@ -218,9 +222,9 @@ class Harness:
             await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim.1", only_if_empty=message.fence)])  # type: ignore[arg-type]
         except ConcurrencyError:
             self.refused.append(message)  # its job was cancelled first: never run
-            return
+            return False
         if behaviour == "silent":
-            return
+            return False
         if behaviour in ("fail", "lose", "refuse"):  # lose: a create that asked the cloud and lost the answer;
             # refuse: a failure no retry can mend (refused credentials, an unknown image)
             outcome: Any = TaskFailed(**common, error="simulated refusal" if behaviour == "refuse" else "simulated failure",  # type: ignore[arg-type]
@@ -228,6 +232,7 @@ class Harness:
         else:
             outcome = TaskSucceeded(**common, **_results(message, self.stopped, self.states))  # type: ignore[arg-type]
         await self.log.append(subject, [Append(outcome, msg_id=f"{key}.outcome")])
+        return isinstance(outcome, TaskSucceeded)
 
     async def release(self) -> None:
         """Run the held tasks (as they now behave), then settle."""
@@ -237,6 +242,24 @@ class Harness:
         await self.settle()
 
     # -- looking ----------------------------------------------------------------------------------
+
+    def sent(self) -> list[TaskMessage]:
+        """Every attempt sent, in order: each message's head and its segment's steps after it,
+        each a message of its own (as `work` runs them). What a test of which attempts went out
+        reads, whether they went one by one or in segments (docs/decisions/0058)."""
+        return [step for m in self.queue.messages for step in steps_of(m)]
+
+    def claimed(self, job_id: str) -> list[tuple[str, int]]:
+        """The job's attempts a provisioner claimed (so ran, or began to), in log order: what
+        ran, whether it was sent alone or as a segment's step (a failure stops the rest)."""
+        return [(r.event.task_id, r.event.attempt) for r in self.log.records
+                if r.type == "TaskClaimed" and r.event.job_id == job_id]
+
+    def failures(self, job_id: str) -> list[Any]:
+        """The job's attempts that failed or timed out (`TaskAttemptFailed`), without the
+        segments' followers ended unrun when the step before them failed (`job.UNRUN`:
+        no failure, their attempt given back)."""
+        return [e for e in self.events(job_id, "TaskAttemptFailed") if e.error not in UNRUN]
 
     def job(self, job_id: str) -> Job:
         return self.planner.jobs[job_id]
@@ -289,6 +312,15 @@ def published(h: Harness) -> list[TaskMessage]:
         await publish(message)
     h.queue.publish = recording  # type: ignore[method-assign]
     return sent
+
+
+def steps_of(message: TaskMessage) -> list[TaskMessage]:
+    """A message's attempts in the order a provisioner runs them: its head, then its segment's
+    steps (`then`), each a message of its own."""
+    if not message.then:
+        return [message]
+    rest = [TaskMessage.model_construct(**dict(step)) for step in message.then]
+    return [message.model_copy(update={"then": []}), *rest]
 
 
 def body(data: dict[str, Any]) -> bytes:

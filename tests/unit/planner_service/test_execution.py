@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from planner_harness import SIMPLE, Behaviour, Harness, demo_catalog
+from planner_harness import SIMPLE, Behaviour, Harness, demo_catalog, steps_of
 
 from contracts.commands import Accepted, AddServices, CancelJob, CreateCluster, PauseJob, Rejected
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
 from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
-from services.planner.domain import saga
+from services.planner.domain import saga, segments
 from services.planner.execution import REPUBLISH_QUEUED_EVERY_S, STALE_WAIT_S, UNSENT_CHECK_S
 
 
@@ -34,9 +34,9 @@ async def test_a_failed_attempt_is_retried_on_another_provisioner_where_possible
     reply = await h.send(CreateCluster(name="retry", template="hadoop-small", nodes=2))
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
-    retried = [m for m in h.queue.messages if _is(m, "install", "base") and m.attempt == 2]
+    retried = [m for m in h.sent() if _is(m, "install", "base") and m.attempt == 2]
     assert len(retried) == 2 and all(m.avoid == ["prov-fake"] for m in retried)
-    assert h.history(reply.job_id).count("TaskAttemptFailed") == 2
+    assert len(h.failures(reply.job_id)) == 2
 
 
 async def test_a_failed_confirm_deletes_the_machine_before_creating_it_again(h: Harness) -> None:
@@ -44,9 +44,10 @@ async def test_a_failed_confirm_deletes_the_machine_before_creating_it_again(h: 
     reply = await h.send(CreateCluster(name="cleanup", template="hadoop-small", nodes=2))
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
-    on_node = [(m.task_id, m.attempt) for m in h.queue.messages if m.node.id == "n1000"][:5]
+    # What ran there, in order (its claims: a segment's message carries steps a failure stops).
+    on_node = [(t, a) for t, a in h.claimed(reply.job_id) if t.startswith("n1000.")][:5]
     assert on_node == [("n1000.create", 1), ("n1000.confirm", 1), ("n1000.cleanup1", 1), ("n1000.create", 2), ("n1000.confirm", 2)]
-    cleanup = next(m for m in h.queue.messages if m.task_id == "n1000.cleanup1")
+    cleanup = next(m for m in h.sent() if m.task_id == "n1000.cleanup1")
     assert cleanup.action.value == "delete" and cleanup.results["providerid"] == "sim-n1000-1"  # the machine it deletes
     assert h.events(reply.job_id, "CleanupQueued")[0].for_task == "n1000.confirm"
 
@@ -98,7 +99,7 @@ async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -
     fold = job_view(r for r in h.job_records(reply.job_id))
     assert fold == h.job(reply.job_id).view()
     # The slow worker does finish attempt 1, after the job ended: its result changes nothing.
-    late = next(m for m in h.queue.messages if m.task_id == install and m.attempt == 1)
+    late = next(m for m in h.sent() if m.task_id == install and m.attempt == 1)
     await h.work(late, "succeed")
     await h.settle()
     assert h.job(reply.job_id).state == "rolled_back"
@@ -201,13 +202,15 @@ async def test_redelivered_outcomes_republish_a_job_s_queued_attempts_at_most_on
     trigger = [r for r in h.log.records if r.type == "TaskSucceeded"][-1]
     before = h.queue.published
     await h.deliver(trigger)
-    assert h.queue.published == before + len(queued)  # the first redelivery repairs
+    # One message per queued attempt, or per segment (a follower goes in its head's message).
+    messages = len(segments.groups(h.job(reply.job_id), [a.task_id for a in queued]))
+    assert h.queue.published == before + messages  # the first redelivery repairs
     for _ in range(5):
         await h.deliver(trigger)
-    assert h.queue.published == before + len(queued)  # the next ones, soon after, do not repeat it
+    assert h.queue.published == before + messages  # the next ones, soon after, do not repeat it
     await h.clock.advance(REPUBLISH_QUEUED_EVERY_S)
     await h.deliver(trigger)
-    assert h.queue.published == before + 2 * len(queued)
+    assert h.queue.published == before + 2 * messages
 
 
 async def _failed_delivery(h: Harness) -> Any:
@@ -252,7 +255,7 @@ async def test_an_outcome_recorded_without_its_successor_queues_it_when_it_comes
     assert isinstance(h.final(reply.job_id), JobSucceeded)
     queued = [(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")]
     assert len(queued) == len(set(queued))  # nothing queued twice
-    assert len({m.task_id for m in h.queue.messages}) == len(h.job(reply.job_id).tasks)
+    assert len({m.task_id for m in h.sent()}) == len(h.job(reply.job_id).tasks)
 
 
 async def test_a_copy_the_log_could_not_correct_is_not_acted_on_until_it_can(h: Harness) -> None:
@@ -383,21 +386,24 @@ async def test_a_dispatch_policy_holds_tasks_back_until_nudged() -> None:
     assert isinstance(h.final(reply.job_id), JobSucceeded)
 
 
-def _watch_publishes(h: Harness) -> tuple[list[int], list[str]]:
-    """The size of each publish of the planner, and the tasks published before their
-    `TaskQueued` was in the log (none, ever)."""
+def _watch_publishes(h: Harness) -> tuple[list[int], list[str], list[int]]:
+    """The size of each publish of the planner (in messages), the tasks published before their
+    `TaskQueued` was in the log (none, ever: a segment's steps too), and how many `TaskQueued`
+    the log held at each publish."""
     publish_many = h.queue.publish_many
     sizes: list[int] = []
     early: list[str] = []
+    logged_at: list[int] = []
 
     async def checked(messages: Sequence[TaskMessage]) -> list[BaseException | None]:
         logged = {(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"}
-        early.extend(m.task_id for m in messages if (m.task_id, m.attempt) not in logged)
+        early.extend(m.task_id for m in messages for m in steps_of(m) if (m.task_id, m.attempt) not in logged)
         sizes.append(len(messages))
+        logged_at.append(len(logged))
         return await publish_many(messages)
 
     h.queue.publish_many = checked
-    return sizes, early
+    return sizes, early, logged_at
 
 
 async def test_a_wave_larger_than_one_append_is_published_part_by_part_each_after_its_own_record(h: Harness) -> None:
@@ -405,19 +411,24 @@ async def test_a_wave_larger_than_one_append_is_published_part_by_part_each_afte
     part's tasks are published once that part is in the log: never a task before its
     `TaskQueued`."""
     h.planner.state.part = 4
-    sizes, early = _watch_publishes(h)
+    sizes, early, logged_at = _watch_publishes(h)
     reply = await h.send(CreateCluster(name="wide", template="hadoop-small", nodes=10))
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
     assert early == []
-    assert max(sizes) <= 4 and sizes.count(4) >= 2  # the 10 creates went out in parts of the log's
-    assert {(m.task_id, m.attempt) for m in h.queue.messages} == {
+    # The first wave (the 10 creates; with segments, each with its node's followers) went out
+    # part by part: a publish for each part that made attempts whole (a segment is whole once
+    # its last step's part is in), none larger than a part (one message a segment).
+    claimed = next(i for i, r in enumerate(h.log.records) if r.type == "TaskClaimed")
+    wave = sum(1 for r in h.log.records[:claimed] if r.type == "TaskQueued")
+    assert logged_at.count(wave) >= 3 and max(sizes) <= 4
+    assert {(m.task_id, m.attempt) for m in h.sent()} == {
         (r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"}
 
 
 async def test_a_part_of_a_wave_refused_by_the_log_is_not_published(h: Harness) -> None:
     h.planner.state.part = 4
-    _, early = _watch_publishes(h)
+    _, early, _ = _watch_publishes(h)
     parts = iter(range(100))
     h.log.inject(lambda subject, items: all(i.event.type in ("TaskQueued", "TasksRecorded") for i in items)
                  and next(parts) == 1,
@@ -428,6 +439,11 @@ async def test_a_part_of_a_wave_refused_by_the_log_is_not_published(h: Harness) 
     published = {m.task_id for m in h.queue.messages}
     assert 0 < len(published) < 10 and early == []  # the parts before the lost one went out
     await h.deliver(h.log.records[h.cursor - 1])  # the consumer delivers it again
+    await h.settle()
+    # With segments, one the lost part cut (its first steps stored, the rest not) goes out with
+    # the check after a failed save (`send_unsent`), from its first step: decided again, the
+    # node is busy with it, and its steps follow as the next segment.
+    await h.clock.advance(UNSENT_CHECK_S)
     await h.settle()
     assert early == []
     queued = [(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"]
@@ -450,7 +466,7 @@ async def test_an_attempt_queued_by_a_save_whose_ack_was_lost_goes_out_though_re
     await h.settle()
     created = [r for r in h.log.records if r.type == "TaskSucceeded"][-1]
     await h.deliver(created)  # an outcome delivered again (a slow ack in the partition): the republish is spent
-    h.log.inject(lambda subject, items: any(i.event.type == "TaskCompleted" for i in items), TimeoutError("ack lost"), lands=True)
+    lost = _lose_the_ack_of_a_save_that_queues(h, TimeoutError("ack lost"))
     h.behaviour = lambda m: "succeed"
     with pytest.raises(TimeoutError):
         await h.release()
@@ -460,13 +476,31 @@ async def test_an_attempt_queued_by_a_save_whose_ack_was_lost_goes_out_though_re
     await h.settle()
     job = h.job(reply.job_id)
     assert h.final(reply.job_id) is None
-    assert job.task_state["n1000.bootstrap"] == "queued"  # in the log: the rest of the job waits on it ...
-    assert not [m for m in h.queue.messages if m.task_id == "n1000.bootstrap"]  # ... and it never went out
+    assert lost and all(job.task_state[t] == "queued" for t, _ in lost)  # in the log: the rest of the job waits on them ...
+    assert not [m for m in h.sent() if (m.task_id, m.attempt) in lost]  # ... and they never went out
     await h.clock.advance(UNSENT_CHECK_S)
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
     queued = [(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")]
     assert len(queued) == len(set(queued)) and all(a == 1 for _, a in queued)  # sent, not retried
+
+
+def _lose_the_ack_of_a_save_that_queues(h: Harness, error: BaseException, then: Any = None) -> list[tuple[str, int]]:
+    """The next outcome's save that queues attempts lands and raises `error` (`then()` first);
+    the attempts it queued (filled in then). One by one, a successor; with segments (docs/
+    decisions/0058), the heads a node's segment's end lets go: its followers went with it."""
+    lost: list[tuple[str, int]] = []
+
+    def queues(subject: str, items: Sequence[Any]) -> bool:
+        if not any(i.event.type == "TaskCompleted" for i in items) or not any(i.event.type == "TaskQueued" for i in items):
+            return False
+        lost.extend((i.event.task_id, i.event.attempt) for i in items if i.event.type == "TaskQueued")
+        if then is not None:
+            then()
+        return True
+
+    h.log.inject(queues, error, lands=True)
+    return lost
 
 
 @pytest.mark.parametrize("lands", [False, True], ids=["refused", "ack-lost"])
@@ -485,7 +519,7 @@ async def test_a_timeout_whose_save_failed_is_decided_again_and_what_it_queued_g
     await h.clock.advance(STALE_WAIT_S)
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
-    assert [e.attempt for e in h.events(reply.job_id, "TaskAttemptFailed")] == [1]
+    assert [e.attempt for e in h.failures(reply.job_id)] == [1]
 
 
 async def test_an_outcome_whose_save_was_refused_keeps_its_attempt_s_timeout_and_is_not_sent_again(h: Harness) -> None:
@@ -516,13 +550,10 @@ async def test_the_check_after_a_landed_save_waits_for_a_log_that_cannot_be_read
     await h.deliver([r for r in h.log.records if r.type == "TaskSucceeded"][-1])  # the republish is spent
     unavailable = TimeoutError("nats: JetStream system temporarily unavailable")
 
-    def split(subject: str, items: Sequence[Any]) -> bool:
-        if any(i.event.type == "TaskCompleted" for i in items):
-            h.log.unreadable = unavailable
-            return True
-        return False
+    def split() -> None:
+        h.log.unreadable = unavailable
 
-    h.log.inject(split, unavailable, lands=True)
+    _lose_the_ack_of_a_save_that_queues(h, unavailable, then=split)
     h.behaviour = lambda m: "succeed"
     with pytest.raises(TimeoutError):
         await h.release()

@@ -130,4 +130,5 @@ async def test_a_job_no_limit_applies_to_is_not_tracked_and_one_set_later_counts
     waiting = next(t for t in job.tasks if t not in job.task_state)
     assert limits.admit(job, cluster, [waiting]) == []  # over the limit already
     queued = sum(1 for s in job.task_state.values() if s == "queued")
-    assert queued == 4 and limits.count[(("tenant", "default"), 0)] == queued
+    # (the 4 creates; with segments their nodes' followers too, queued with them: they count from then)
+    assert queued == len(h.sent()) >= 4 and limits.count[(("tenant", "default"), 0)] == queued

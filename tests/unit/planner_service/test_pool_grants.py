@@ -62,8 +62,10 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     chain = [(r.type, getattr(r.event, "action", None)) for r in h.log.records[start:]]
     # (the job's part of the chain begins with its task record: a marker on the job's subject
     # goes first, so the first link that lands moves the job's fence, docs/decisions/0033)
-    assert [t for t, _ in chain] == ["NodeResultsRecorded", "TasksRecorded", "TaskQueued", "JobResourcesGranted"]
-    assert chain[2][1] is not None and chain[2][1].value == "create"
+    # (with segments, docs/decisions/0058, the create's followers are queued right after it)
+    queued = [action for t, action in chain if t == "TaskQueued"]
+    assert [t for t, _ in chain] == ["NodeResultsRecorded", "TasksRecorded", *["TaskQueued"] * len(queued), "JobResourcesGranted"]
+    assert queued[0] is not None and queued[0].value == "create" and len(queued) == len(h.sent())
     [message] = h.queue.messages
     assert message.action.value == "create" and message.job_id == job_id
     assert message.results[GRANT]["host_id"] == "h1"  # the static-pool plugin takes the host from there
@@ -71,7 +73,7 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     assert not h.planner.state.jobs[job_id].waiting_for_resources
 
     await h.planner.on_pool_event("lab", pool, grant)  # the same grant again (a replay): nothing new
-    assert len(h.log.records) == start + 4 and len(h.queue.messages) == 1
+    assert len(h.log.records) == start + len(chain) and len(h.queue.messages) == 1
     await h.settle()
     assert h.planner.state.jobs[job_id].state == "succeeded"
 
@@ -91,7 +93,7 @@ async def test_a_chain_cut_after_the_create_is_taken_up_again(lands: bool) -> No
     await h.planner.on_pool_event("lab", pool, grant)
     job = h.planner.state.jobs[job_id]
     types = _types(h, job_id, job.cluster_id)
-    assert types.count("JobResourcesGranted") == 1 and types.count("TaskQueued") == 1
+    assert types.count("JobResourcesGranted") == 1 and types.count("TaskQueued") == len(h.sent())  # (a create's segment's steps too)
     assert types.index("NodeResultsRecorded") < types.index("TaskQueued")
     assert not job.waiting_for_resources and job.task_state[h.queue.messages[0].task_id] == "queued"
     assert [m.action.value for m in h.queue.messages] == ["create"]

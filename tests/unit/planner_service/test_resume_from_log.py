@@ -44,7 +44,7 @@ async def test_timeouts_are_rebuilt_from_the_logged_times() -> None:
     await h.clock.advance(399)  # 899 s after they were queued
     assert "TaskAttemptFailed" not in h.history(reply.job_id)
     await h.clock.advance(2)
-    assert h.history(reply.job_id).count("TaskAttemptFailed") == 2
+    assert len(h.failures(reply.job_id)) == 2  # (with segments, their followers end unrun too: no failure)
 
 
 async def test_a_republish_pending_when_the_planner_died_is_made_by_the_next(h: Harness) -> None:

@@ -238,3 +238,44 @@ async def test_a_follower_is_in_the_backlog_only_once_the_step_before_it_succeed
     await h.clock.advance(h.config.task_timeout_s + 1)  # the bootstraps time out: their followers end
     await h.settle()
     assert _backlog(h) == (0, 0)
+
+
+async def test_a_segment_whose_publish_failed_goes_out_whole_from_the_republish_timer() -> None:
+    """The republish timer names the head alone, which needs no nodes map (a create); its
+    followers do (bootstrap, installs): the map is fetched for every step the message carries."""
+    h = _harness()
+    h.queue.fail(lambda m: m.task_id == "n1000.create", TimeoutError("lost"), times=1)
+    job_id = await _create(h)
+    assert not [m for m in h.queue.messages if m.task_id == "n1000.create"]
+    await h.clock.advance(1.0)  # the republish timer's first try (0.25 s)
+    await h.settle()
+    [create] = [m for m in h.queue.messages if m.task_id == "n1000.create"]
+    assert [s.task_id for s in create.then][:2] == ["n1000.confirm", "n1000.bootstrap"] and create.again
+    assert create.then[1].nodes_ref is not None  # (a bootstrap reads the nodes map)
+    assert isinstance(h.final(job_id), JobSucceeded)
+
+
+async def test_a_timed_out_steps_followers_end_saying_they_may_still_run_late() -> None:
+    """A step that timed out may still be running (its provisioner cut off): it would go on with
+    its followers, late, as a stale attempt. Their end says so (the log is read by the fault
+    suite's invariants: a follower ended as never to run is never claimed), and their run,
+    should it come, changes nothing."""
+    h = _harness(task_timeout_s=100.0)
+    h.behaviour = lambda m: "silent" if m.task_id == "n1000.create" and m.attempt == 1 else "succeed"
+    job_id = await _create(h)
+    [late] = [m for m in h.queue.messages if m.task_id == "n1000.create" and m.attempt == 1]
+    await h.clock.advance(101)
+    await h.settle()
+    ended = [e for e in h.events(job_id, "TaskAttemptFailed") if e.state == "cancelled"]
+    assert ended and {e.task_id for e in ended} == {s.task_id for s in late.then}
+    assert all(e.error == segments.STRANDED_BY_TIMEOUT for e in ended)
+    assert isinstance(h.final(job_id), JobSucceeded)
+    job = h.job(job_id)
+    view = job.view()
+    # Its provisioner comes back and runs the segment on, late: nothing changes.
+    outcome = next(r for r in h.log.records if r.type == "TaskSucceeded" and r.event.task_id == "n1000.create")
+    await h._work(late.model_copy(update={"then": []}), "succeed")
+    for step in late.then:
+        await h._work(TaskMessage.model_construct(**dict(step)), "succeed")
+    await h.settle()
+    assert h.job(job_id).view() == view and outcome.event.attempt == 2

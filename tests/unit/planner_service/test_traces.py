@@ -46,9 +46,12 @@ async def test_a_create_is_one_trace_request_job_plan_and_each_attempt(h: Harnes
     queued = [r.event for r in h.log.records if r.type == "TaskQueued"]
     assert len(tasks) == len(queued) > 9  # three nodes: create, confirm, bootstrap, installs...
     assert all(t.parent.span_id == job.context.span_id for t in tasks)
-    # Each task message carried its attempt's span: a provisioner's claim and run go under it.
+    # Each task message carried its attempt's span: a provisioner's claim and run go under it;
+    # a segment's later steps each their own (docs/decisions/0058).
     by_id = {_hex(t.context.span_id): t for t in tasks}
-    assert {c.split("-")[2] for c in h.queue.traces.values()} == set(by_id)
+    steps = {step.trace.split("-")[2]: step.task_id for m in h.queue.messages for step in m.then if step.trace}
+    assert {c.split("-")[2] for c in h.queue.traces.values()} | set(steps) == set(by_id)
+    assert all(by_id[span].name == f"task {task}" for span, task in steps.items())
     outcomes = [s for s in finished if s.name.startswith("outcome ")]
     assert len(outcomes) == len(tasks)
     assert all(by_id[_hex(o.parent.span_id)].name == "task " + o.name.removeprefix("outcome ") for o in outcomes)
