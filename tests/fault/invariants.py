@@ -263,7 +263,7 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
                 report.problems.append(f"{name}: outcome {got[0].type} of attempt {key[1]} of {key[0]} that was never queued")
             for o in got:
                 report.outcomes[o.type] += 1
-                _check_provisioner_side(report, by_subject, tenant, job_id, name, o)
+                _check_provisioner_side(report, by_subject, tenant, job_id, name, o, queued, outcomes)
         _count_provisioner_side(report, by_subject, tenant, job_id, outcomes)
 
 
@@ -274,7 +274,8 @@ def _task_history(by_subject: dict[str, list[Recorded]], tenant: str, job_id: st
 
 
 def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
-                            name: str, outcome: Recorded) -> None:
+                            name: str, outcome: Recorded, queued: dict[tuple[str, int], Recorded],
+                            outcomes: dict[tuple[str, int], list[Recorded]]) -> None:
     e = outcome.event
     mine = [r for r in _task_history(by_subject, tenant, job_id, e.task_id) if r.event.attempt == e.attempt]
     types = {r.type for r in mine}
@@ -286,7 +287,8 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
         elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46);
             # or a segment's follower whose step before failed (never claimed either) or timed out: that one may
             # run late, and this one after it (decision 58), a late result as a timed-out attempt's is
-            if "TaskClaimed" in types and e.error != STRANDED_BY_TIMEOUT:
+            if "TaskClaimed" in types and e.error != STRANDED_BY_TIMEOUT and not _ran_on_a_copy(
+                    by_subject, tenant, job_id, mine, queued.get((e.task_id, e.attempt)), outcomes):
                 report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} cancelled as unclaimed, and claimed")
         elif e.error.startswith(LOST_PREFIX):  # its claimers all gone, its job cancelled (decision 54)
             report.provisioner_lost.append(f"{name}: attempt {e.attempt} of {e.task_id}")
@@ -295,6 +297,24 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
                                        f"but {'never claimed' if 'TaskClaimed' not in types else 'not counted as maybe made'}")
         elif "TaskFailed" not in types:
             report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
+
+
+def _ran_on_a_copy(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, mine: list[Recorded],
+                   queued: Recorded | None, outcomes: dict[tuple[str, int], list[Recorded]]) -> bool:
+    """A segment's follower ended unrun because the step before it failed, yet claimed: allowed
+    only when its claimer ran that step itself, on a copy of the segment (the message delivered
+    twice, decision 58 "What is not promised"), and stored a success the planner did not take,
+    as it had taken the other copy's failure first: a late run, as a stale attempt's."""
+    before = getattr(queued.event, "after", None) if queued is not None else None
+    if before is None:
+        return False
+    claimers = {r.subject.rsplit(".", 1)[1] for r in mine if r.type == "TaskClaimed"}
+    for r in _task_history(by_subject, tenant, job_id, before):
+        taken = outcomes.get((before, r.event.attempt), [])
+        if (r.type == "TaskSucceeded" and r.subject.rsplit(".", 1)[1] in claimers
+                and [o.type for o in taken] == ["TaskAttemptFailed"]):
+            return True
+    return False
 
 
 def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
