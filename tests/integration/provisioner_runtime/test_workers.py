@@ -4,8 +4,10 @@ several tenants, avoid-on-retry."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
+from nats.aio.msg import Msg
 
 from contracts import subjects
 from muster.bus.wire import flush
@@ -119,12 +121,15 @@ async def test_an_undecodable_task_is_dropped_and_the_worker_goes_on(bench: Benc
     held = HeldExecutor(hold=False)
     conn = await bench.connection("prov-bad")
     w = await bench.workers(held, "prov-bad", nc=conn)
+    taken = await _taken(bench, "ACK", "MSG_TERMINATED")
     await bench.nc.jetstream().publish(subjects.task_queue(bench.tenant, "default"), b'{"type": "Task", "v": 1}')
     await bench.publish("n1-install")
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
     assert [t.task_id for t in held.started] == ["n1-install"]
     await asyncio.wait_for(w.idle.wait(), DEADLINE_S)
-    await flush(conn)  # the server has the worker's term and ack
+    # The server took the worker's term and ack (taken in the consumer's own loop: a consumer info
+    # asked as soon as they were sent may not count them yet).
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in taken)), DEADLINE_S)
     info = await bench.nc.jetstream().consumer_info("TASKS", f"workers-{bench.tenant}-default")
     assert info.num_pending == 0 and info.num_ack_pending == 0
 
@@ -138,3 +143,24 @@ async def test_a_deleted_queue_is_declared_again(bench: Bench) -> None:
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
     info = await bench.nc.jetstream().consumer_info("TASKS", durable)
     assert info.config.filter_subject == subjects.task_queue(bench.tenant, "default")
+
+
+async def _taken(bench: Bench, *kinds: str) -> list[asyncio.Event]:
+    """One event per kind, set when nats-server says it took a settlement of that kind from the
+    workers' consumer: `ACK` (its sampled acks, every ack sampled from now on) or an advisory
+    (`MSG_TERMINATED`)."""
+    js = bench.nc.jetstream()
+    durable = subjects.task_consumer(bench.tenant, "default")
+    events = []
+    for kind in kinds:
+        seen = asyncio.Event()
+
+        async def on(_msg: Msg, seen: asyncio.Event = seen) -> None:
+            seen.set()
+        where = "METRIC.CONSUMER.ACK" if kind == "ACK" else f"ADVISORY.CONSUMER.{kind}"
+        await bench.nc.subscribe(f"$JS.EVENT.{where}.{subjects.TASKS_STREAM}.{durable}", cb=on)
+        events.append(seen)
+    await flush(bench.nc)
+    info = await js.consumer_info(subjects.TASKS_STREAM, durable)
+    await js.add_consumer(subjects.TASKS_STREAM, dataclasses.replace(info.config, sample_freq="100%"))
+    return events
