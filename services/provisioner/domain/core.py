@@ -39,7 +39,7 @@ from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.records import Append
 from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
-from muster.ports.delivery import ACK, PROGRESS, TERM, nak
+from muster.ports.delivery import ACK, PROGRESS, TERM, Settle, nak
 
 from .actions import (
     Action,
@@ -265,11 +265,8 @@ class WorkerCore:
         if error is not None:
             return self._give_back(hid, "segment's outcomes not read; will be redelivered", error, now=now)
         if stale:
-            h = self.held.pop(hid)
-            self.slots.give(h.slot)
-            self.passed += 1
-            return [Note("warning", "segment no longer current; ended unrun", {"job": h.task.job_id, "task": h.task.task_id,
-                                                                                 "why": stale}), Answer(h.reply, TERM)]
+            return self._ended(hid, Note("warning", "segment no longer current; ended unrun",
+                                         {"job": h.task.job_id, "task": h.task.task_id, "why": stale}), TERM)
         steps: list[TaskStep] = [h.task, *h.rest]
         done, current = 0, h.task
         for event, step in zip(found, steps, strict=False):
@@ -293,10 +290,14 @@ class WorkerCore:
 
     def _finished(self, hid: int, what: str, step: TaskStep, steps: int) -> list[Action]:
         """A segment delivered again whose outcomes are all stored: nothing runs, it is acked."""
+        return self._ended(hid, Note("info", what, {"job": step.job_id, "task": step.task_id, "steps": steps}), ACK)
+
+    def _ended(self, hid: int, note: Note, verdict: Settle) -> list[Action]:
+        """A segment delivered again that runs nothing: its slot free, its delivery settled."""
         h = self.held.pop(hid)
         self.slots.give(h.slot)
         self.passed += 1
-        return [Note("info", what, {"job": step.job_id, "task": step.task_id, "steps": steps}), Answer(h.reply, ACK)]
+        return [note, Answer(h.reply, verdict)]
 
     def _claim(self, hid: int) -> Claim:
         h = self.held[hid]
