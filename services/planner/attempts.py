@@ -6,9 +6,17 @@ outcome counts only when (1) the body's `provisioner` is the subject's writer, a
 writer claimed the same attempt before: seen by this planner, or (after a restart) found on the
 outcome's own subject in the log. Anything else is recorded (the log keeps it) but changes
 nothing, and is logged as refused.
+
+The claims seen are also who ran a task's earlier attempts, which its retry avoids (`ran`).
+They are kept small: a 10,000-node create has 110,000 of them in flight at the most, and a set
+and a key of three strings each cost the planner ~55 MB at 10,000 nodes where a job's map of
+(task, attempt) to one provisioner's name (one string for all) costs ~20 (docs/benchmarks.md,
+"Scale: the planner's CPU a task", session 29).
 """
 
 from __future__ import annotations
+
+import sys
 
 import structlog
 
@@ -18,12 +26,18 @@ from muster.ports.eventlog import EventLog
 
 log = structlog.get_logger("muster.planner")
 MAX_REMEMBERED = 100_000
+"""Claims kept at most; past it, the oldest half is forgotten (the log answers for them)."""
+
+Holders = str | tuple[str, ...]
+"""Who claimed one attempt: nearly always one provisioner (a redelivery may add another)."""
 
 
 class AttemptHolders:
     def __init__(self, log_: EventLog) -> None:
         self.log = log_
-        self.claims: dict[tuple[str, str, int], set[str]] = {}
+        self.claims: dict[str, dict[tuple[str, int], Holders]] = {}
+        """Job id -> (task, attempt) -> the provisioners that claimed it, oldest job first."""
+        self._count = 0
 
     @staticmethod
     def writer(recorded: Recorded) -> str:
@@ -35,10 +49,49 @@ class AttemptHolders:
             log.warning("claim refused: body and subject name different provisioners", seq=recorded.seq,
                         body=event.provisioner, subject=recorded.subject)
             return
-        if len(self.claims) >= MAX_REMEMBERED:  # forget the oldest half; the log answers for them
-            for key in list(self.claims)[: MAX_REMEMBERED // 2]:
-                del self.claims[key]
-        self.claims.setdefault((event.job_id, event.task_id, event.attempt), set()).add(event.provisioner)
+        if self._count >= MAX_REMEMBERED:
+            self._forget(MAX_REMEMBERED // 2)
+        held = self.claims.setdefault(event.job_id, {})
+        key, who = (event.task_id, event.attempt), sys.intern(event.provisioner)  # (a few names, each kept once)
+        before = held.get(key)
+        if before is None:
+            held[key] = who
+            self._count += 1
+        elif who not in self._names(before):
+            held[key] = (*self._names(before), who)
+
+    def holders(self, job_id: str, task_id: str, attempt: int) -> tuple[str, ...]:
+        """The provisioners seen claiming the attempt (none if forgotten, or never seen)."""
+        found = self.claims.get(job_id, {}).get((task_id, attempt))
+        return () if found is None else self._names(found)
+
+    def ran(self, job_id: str, task_id: str, attempt: int) -> list[str]:
+        """The provisioners seen claiming the task's attempts before `attempt`, first first
+        (best effort: not what a restart or `MAX_REMEMBERED` left out)."""
+        out: list[str] = []
+        for a in range(1, attempt):
+            out += [p for p in self.holders(job_id, task_id, a) if p not in out]
+        return out
+
+    @staticmethod
+    def _names(found: Holders) -> tuple[str, ...]:
+        return (found,) if isinstance(found, str) else found
+
+    def _forget(self, count: int) -> None:
+        """The oldest `count` claims: whole jobs first, then the oldest of the next one."""
+        for job_id in list(self.claims):
+            held = self.claims[job_id]
+            if len(held) <= count:
+                del self.claims[job_id]
+                count -= len(held)
+                self._count -= len(held)
+            else:
+                for key in list(held)[:count]:
+                    del held[key]
+                self._count -= count
+                count = 0
+            if count <= 0:
+                return
 
     async def holds(self, recorded: Recorded) -> bool:
         """Did the outcome's writer claim this attempt?"""
@@ -47,7 +100,7 @@ class AttemptHolders:
             log.warning("outcome refused: body and subject name different provisioners", seq=recorded.seq,
                         body=event.provisioner, subject=recorded.subject)
             return False
-        if writer in self.claims.get((event.job_id, event.task_id, event.attempt), ()):
+        if writer in self.holders(event.job_id, event.task_id, event.attempt):
             return True
         earlier = await self.log.read(recorded.subject, up_to_seq=recorded.seq - 1) if recorded.seq > 1 else []
         if any(r.type == "TaskClaimed" and r.event.attempt == event.attempt for r in earlier):

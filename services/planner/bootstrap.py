@@ -85,14 +85,14 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     timers = Timers(clock or AsyncioClock())
     metrics = QueueMetrics()
     nodemaps = nodemaps or NodeMaps(MemoryStore())
+    attempts = AttemptHolders(log)
     execution = Execution(state, queue, timers, config, dispatch=policy, ownership=ownership, metrics=metrics,
-                          nodemaps=nodemaps, limits=limits, pools=broker, budget=budget, workers=workers)
+                          nodemaps=nodemaps, limits=limits, pools=broker, budget=budget, workers=workers, attempts=attempts)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared,
                         catalog_reader=catalog_reads(identities))
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
-    attempts = AttemptHolders(log)
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
                       metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=attempts, requests=requests,

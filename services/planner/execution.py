@@ -70,15 +70,15 @@ class Execution:
     def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig, *,
                  dispatch: DispatchPolicy, ownership: Ownership, metrics: QueueMetrics, nodemaps: NodeMaps,
                  limits: Limits | None = None, pools: Pools | None = None, budget: SharedBudget | None = None,
-                 workers: Workers | None = None) -> None:
+                 workers: Workers | None = None, attempts: AttemptHolders | None = None) -> None:
         self.state, self.queue, self.timers, self.config = state, queue, timers, config
         self.workers = workers
         """The live provisioners: a cancel's claimed attempts whose provisioner is gone end (cancels.py)."""
         self.dispatch, self.ownership, self.pools = dispatch, ownership, pools
         self.metrics, self.nodemaps, self.limits, self.budget = metrics, nodemaps, limits, budget
         self.waker = Waker(state, ownership, timers, limits, budget)
-        self.ran_attempts: dict[tuple[str, str], list[str]] = {}
-        """Provisioners that claimed earlier attempts of a task, which its retries avoid where
+        self.attempts = attempts if attempts is not None else AttemptHolders(state.log)
+        """The claims seen: who ran a task's earlier attempts, which its retries avoid where
         possible (best effort: not rebuilt after a restart)."""
         self.republish_tries: dict[tuple[str, str, int], int] = {}
         self.republished_at: dict[str, datetime] = {}
@@ -247,7 +247,7 @@ class Execution:
             needs = needs_nodes(job.tasks[a.task_id].action)
             if needs and ref is None:
                 raise RuntimeError("no nodes map")
-            avoid = self.ran_attempts.get((job_id, a.task_id), [])
+            avoid = self.attempts.ran(job_id, a.task_id, a.attempt) if a.attempt > 1 else []
             return task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                 self.config.action_timeout_s, avoid, ref if needs else None, shared)
 
@@ -348,16 +348,17 @@ class Execution:
         before, and waits for it: docs/decisions/0058)."""
         if not job.segment_next:
             return
-        timeout = timedelta(seconds=self.config.task_timeout_s)
+        # One time for the batch's followers, taken together: one deadline, one call of the clock
+        # (timers.py), as a wave's heads have.
+        now = self.timers.clock.now()
+        at, klass, job_id = now + timedelta(seconds=self.config.task_timeout_s), saga.queue_class(cluster, self.config.settings), str(job.id)
         for e in events:
             nxt = job.segment_next.get(e.task_id) if isinstance(e, TaskSucceeded) else None
             if nxt is not None and job.segment_after.get(nxt) == e.task_id and job.is_current(nxt, job.attempts[nxt]):
-                key = ("timeout", str(job.id), nxt, job.attempts[nxt])
+                key = ("timeout", job_id, nxt, job.attempts[nxt])
                 if key not in self.timers.handles:
-                    now = self.timers.clock.now()
-                    self.metrics.queued(job.tenant, saga.queue_class(cluster, self.config.settings), str(job.id), nxt,
-                                        job.attempts[nxt], now)
-                    self.timers.arm(key, now + timeout)
+                    self.metrics.queued(job.tenant, klass, job_id, nxt, job.attempts[nxt], now)
+                    self.timers.arm(key, at)
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -366,9 +367,6 @@ class Execution:
         if event.job_id not in self.state.jobs:
             return  # another planner's job
         self.metrics.claimed(event.job_id, event.task_id, event.attempt, recorded.time)
-        ran = self.ran_attempts.setdefault((event.job_id, event.task_id), [])
-        if event.provisioner not in ran:  # a retry prefers another provisioner
-            ran.append(event.provisioner)
 
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed,
                            recorded: Recorded | None = None) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
@@ -117,8 +117,9 @@ class NodeMaps:
             if not dirty:
                 return w.manifest
         chunks = dict(w.chunks)
+        memo: dict[Any, Any] = {}
         for chunk in sorted(dirty):
-            body = NodeChunk(nodes={n: node_info(cluster, catalog, n) for n in w.members[chunk]})
+            body = NodeChunk(nodes={n: node_info(cluster, catalog, n, memo) for n in w.members[chunk]})
             chunks[chunk] = await self._put(cluster.tenant, body.model_dump_json().encode())
         manifest = NodeManifest(cluster_id=cid, count=len(cluster.nodes), chunks=[chunks[c] for c in sorted(chunks)])
         w.manifest = await self._put(cluster.tenant, manifest.model_dump_json().encode())

@@ -172,7 +172,7 @@ class Recovery:
                     claimed = {(r.event.task_id, r.event.attempt) for r in
                                await self.state.log.read(subjects.job_task_outcomes(job.tenant, job_id)) if r.type == "TaskClaimed"}
                     keep = [a for a in queued
-                            if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
+                            if (a.task_id, a.attempt) not in claimed and not self.attempts.holders(job_id, a.task_id, a.attempt)]
                 if keep and job.segment_after:
                     # A segment goes again only if none of its steps is held or claimed: one
                     # held runs on with its followers (docs/decisions/0058).

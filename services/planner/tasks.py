@@ -12,17 +12,35 @@ from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
 from .domain.cluster import Cluster
 from .domain.job import UNDO, Job
 
+_NODE, _AUTOMATORS = object(), object()
+"""Keys of a memo's entries (never equal to the names `task_message` keeps there)."""
 
-def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
+
+def node_info(cluster: Cluster, catalog: Catalog, node_id: str, memo: dict[Any, Any] | None = None) -> NodeInfo:
+    """A node as a plugin sees it. `memo`: shared by the calls of one state of the cluster and
+    catalog (a wave's messages, a nodes map), where a node's steps of a segment, and nodes of
+    the same services, would each build the same again."""
+    if memo is None:
+        return _node_info(cluster, catalog, node_id, {})
+    found: NodeInfo | None = memo.get((_NODE, node_id))
+    if found is None:
+        found = memo[(_NODE, node_id)] = _node_info(cluster, catalog, node_id, memo)
+    return found
+
+
+def _node_info(cluster: Cluster, catalog: Catalog, node_id: str, memo: dict[Any, Any]) -> NodeInfo:
     node = cluster.nodes[node_id]
-    automators = sorted(
-        {
-            action.type
-            for name in node.services
-            if name in catalog.services
-            for action in catalog.services[name].provisioner.actions.values()
-        }
-    )
+    services = (_AUTOMATORS, *node.services)
+    automators = memo.get(services)
+    if automators is None:
+        automators = memo[services] = sorted(
+            {
+                action.type
+                for name in node.services
+                if name in catalog.services
+                for action in catalog.services[name].provisioner.actions.values()
+            }
+        )
     return NodeInfo(
         id=node.id,
         hostname=cluster.hostname(node_id),
@@ -49,7 +67,8 @@ def needs_nodes(action: Action | str) -> bool:
 def nodes_map(cluster: Cluster, catalog: Catalog) -> dict[str, NodeInfo]:
     """Every node of the cluster, as a plugin sees it (the planner stores it by reference:
     nodemaps.py; this is the same map, whole)."""
-    return {n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)}
+    memo: dict[Any, Any] = {}
+    return {n: node_info(cluster, catalog, n, memo) for n in sorted(cluster.nodes)}
 
 
 def _fence(job: Job, task_id: str, memo: dict[Any, Any]) -> str | None:
@@ -99,7 +118,7 @@ def task_message(
         attempt=attempt,
         action=action,
         provisioner_class=provisioner_class,
-        node=node_info(cluster, catalog, task.node),
+        node=node_info(cluster, catalog, task.node, memo),
         service=service,
         # Sensitive fields never reach the catalog in the log (docs/secrets.md), so every
         # field here may travel.
