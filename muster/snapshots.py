@@ -208,13 +208,22 @@ def _class(topic: str) -> type[Any]:
     return obj
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""Types that stand for themselves in JSON (exactly these: an enum of str is tagged)."""
+
+
 def _encode(value: Any, where: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)) and not isinstance(value, enum.Enum):
         return value
     if isinstance(value, list):
+        # (a job's lists and maps are mostly of plain values: copied at once, not value by value)
+        if all(type(v) in _PLAIN for v in value):
+            return list(value)
         return [_encode(v, where) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and TAG not in value:
+            if all(type(v) in _PLAIN for v in value.values()):
+                return dict(value)
             return {k: _encode(v, where) for k, v in value.items()}
         return {TAG: "dict", "v": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a NamedTuple of muster's own

@@ -351,7 +351,8 @@ class Execution:
         # One time for the batch's followers, taken together: one deadline, one call of the clock
         # (timers.py), as a wave's heads have.
         now = self.timers.clock.now()
-        at, klass, job_id = now + timedelta(seconds=self.config.task_timeout_s), saga.queue_class(cluster, self.config.settings), str(job.id)
+        at, job_id = now + timedelta(seconds=self.config.task_timeout_s), str(job.id)
+        klass = saga.queue_class(cluster, self.config.settings)
         for e in events:
             nxt = job.segment_next.get(e.task_id) if isinstance(e, TaskSucceeded) else None
             if nxt is not None and job.segment_after.get(nxt) == e.task_id and job.is_current(nxt, job.attempts[nxt]):

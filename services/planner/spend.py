@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from contracts.layout import NodeSpec
+
 from .domain import spend
 from .domain.cluster import Cluster
 from .domain.job import Job
@@ -53,6 +55,8 @@ class SharedSpend:
         self._held: dict[str, tuple[str, tuple[str, ...]]] = {}
         """job id -> (its cluster, the hardware type of each node) its open job held when its
         entry was last marked: a save that changed neither (a task's outcome) marks nothing."""
+        self._sorted: dict[str, tuple[list[NodeSpec], tuple[str, ...]]] = {}
+        """Each open job's nodes list, and its hardware sorted (`_hardware`)."""
         self._dirty: set[str] = set()
         self.writing = asyncio.Lock()
         """Held by a judgement that may reserve (`Requests._judged`) and by each background write:
@@ -86,9 +90,10 @@ class SharedSpend:
         shard = self.shards.shard_of(job.cluster_id)
         if not self.shards.holds(shard):
             return
-        held = () if job.is_final else tuple(sorted(n.hardwaretype for n in job.nodes))
+        held = () if job.is_final else self._hardware(job)
         if job.is_final:  # (a job open before a restart is not in `_held`: its end is written all the same)
             self._held.pop(str(job.id), None)
+            self._sorted.pop(str(job.id), None)
             if not job.nodes:
                 return
         elif not held or self._held.get(str(job.id)) == (job.cluster_id, held):
@@ -96,6 +101,15 @@ class SharedSpend:
         else:
             self._held[str(job.id)] = (job.cluster_id, held)
         self._mark(spend.key(job.tenant, shard))
+
+    def _hardware(self, job: Job) -> tuple[str, ...]:
+        """The hardware of the job's nodes, sorted once for each list of them the job takes (a
+        save of a 10,000-node create's every wave sorted 10,000 names again)."""
+        nodes, hardware = self._sorted.get(str(job.id), (None, ()))
+        if nodes is not job.nodes:
+            hardware = tuple(sorted(n.hardwaretype for n in job.nodes))
+            self._sorted[str(job.id)] = (job.nodes, hardware)
+        return hardware
 
     def local(self, tenant: str, besides: str) -> spend.Spend:
         """The tenant's spend on the shards this planner holds, holds included, without the
@@ -140,6 +154,7 @@ class SharedSpend:
             del self._taken[cluster_id]
         for job_id in [j for j, (c, _) in self._held.items() if only(c)]:
             del self._held[job_id]
+            self._sorted.pop(job_id, None)
 
     def of(self, tenant: str, shard: int) -> spend.Spend:
         """The shard's entry: its clusters, each at least what its open job makes of it."""
