@@ -215,24 +215,21 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 def _encode(value: Any, where: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)) and not isinstance(value, enum.Enum):
         return value
+    # (a plain value inside a list, a map or a tuple is taken as it is, without a call: a job's
+    # snapshot holds thousands of tasks, states and links, ~11 ms at 100 nodes that way)
     if isinstance(value, list):
-        # (a job's lists and maps are mostly of plain values: copied at once, not value by value)
-        if all(type(v) in _PLAIN for v in value):
-            return list(value)
-        return [_encode(v, where) for v in value]
+        return [v if type(v) in _PLAIN else _encode(v, where) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and TAG not in value:
-            if all(type(v) in _PLAIN for v in value.values()):
-                return dict(value)
-            return {k: _encode(v, where) for k, v in value.items()}
+            return {k: v if type(v) in _PLAIN else _encode(v, where) for k, v in value.items()}
         return {TAG: "dict", "v": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a NamedTuple of muster's own
         # Enum fields as their plain values (the class says which fields they are): a job's
         # thousands of tasks read back without a tag each.
         return {TAG: "data", "t": _topic(type(value)),
-                "v": [v.value if isinstance(v, enum.Enum) else _encode(v, where) for v in value]}
+                "v": [v if type(v) in _PLAIN else v.value if isinstance(v, enum.Enum) else _encode(v, where) for v in value]}
     if isinstance(value, tuple):
-        return {TAG: "tuple", "v": [_encode(v, where) for v in value]}
+        return {TAG: "tuple", "v": [v if type(v) in _PLAIN else _encode(v, where) for v in value]}
     if isinstance(value, (set, frozenset)):
         items = [_encode(v, where) for v in value]
         try:

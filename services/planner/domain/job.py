@@ -91,6 +91,10 @@ promised"); not waited for, its attempt given back."""
 
 UNRUN = (STRANDED, STRANDED_BY_TIMEOUT)
 
+_QUEUED_FIELDS = {"job_id", "task_id", "attempt", "node", "action", "service", "provisioner_class", "after", "v"}
+"""The fields `Job.queue` sets on every `TaskQueued`: shared by them all (a model is frozen, and
+a copy of it copies the set before changing it)."""
+
 
 class Job(Aggregate):
     @staticmethod
@@ -264,6 +268,9 @@ class Job(Aggregate):
             node=task.node, action=task.action, service=task.service, provisioner_class=provisioner_class,
             after=after, v=1 if after is None else 2,
         )
+        # Every one names the same fields: one set of their names for all (a pending event held
+        # its own, 728 bytes of its 1,315; a 10,000-node create's first wave holds 50,000).
+        object.__setattr__(payload, "__pydantic_fields_set__", _QUEUED_FIELDS)
         record(self, "_queued", payload)  # (the short way: a wave records thousands, recording.py)
         return payload
 
