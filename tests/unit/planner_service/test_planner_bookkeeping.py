@@ -115,5 +115,5 @@ def test_events_recorded_the_short_way_are_the_librarys() -> None:
     fresh = TaskQueued(**queued.model_dump(exclude={"type"}))  # (its own set of the fields given)
     assert queued.model_dump_json(exclude_unset=True) == fresh.model_dump_json(exclude_unset=True)
     assert queued.model_copy(update={"attempt": 2}).model_fields_set == fresh.model_fields_set
-    assert short.queue("n1.create").model_fields_set == queued.model_fields_set  # (shared, and unchanged by the copy)
     assert short.task_state == library.task_state == {"n1.create": "succeeded"} and short.attempts == library.attempts
+    assert short.queue("n1.create").model_fields_set == queued.model_fields_set  # (shared, and unchanged by the copy)
