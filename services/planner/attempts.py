@@ -8,10 +8,10 @@ outcome's own subject in the log. Anything else is recorded (the log keeps it) b
 nothing, and is logged as refused.
 
 The claims seen are also who ran a task's earlier attempts, which its retry avoids (`ran`).
-They are kept small: a 10,000-node create makes 110,000, and at the most kept (100,000) a key of
-three fresh strings and a set each, with a list each for the retries' avoid, took ~76 MB; a
-job's map of (task, attempt) to one interned name takes ~19 (docs/benchmarks.md, "Scale: the
-planner's CPU a task", session 29).
+They are kept small, as a job's map of (task, attempt) to one interned name: a 10,000-node
+create makes more claims than are kept at the most, and a key of three fresh strings and a set
+each, with a list each for the retries' avoid, took four times the memory (docs/benchmarks.md,
+"Scale: the planner's CPU a task", session 29).
 """
 
 from __future__ import annotations

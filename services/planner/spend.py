@@ -103,8 +103,8 @@ class SharedSpend:
         self._mark(spend.key(job.tenant, shard))
 
     def _hardware(self, job: Job) -> tuple[str, ...]:
-        """The hardware of the job's nodes, sorted once for each list of them the job takes (a
-        save of a 10,000-node create's every wave sorted 10,000 names again)."""
+        """The hardware of the job's nodes, sorted once for each list of them the job takes (not
+        again at every save of a wave: as many names as the job has nodes)."""
         nodes, hardware = self._sorted.get(str(job.id), (None, ()))
         if nodes is not job.nodes:
             hardware = tuple(sorted(n.hardwaretype for n in job.nodes))

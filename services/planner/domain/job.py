@@ -268,8 +268,9 @@ class Job(Aggregate):
             node=task.node, action=task.action, service=task.service, provisioner_class=provisioner_class,
             after=after, v=1 if after is None else 2,
         )
-        # Every one names the same fields: one set of their names for all (a pending event held
-        # its own, 728 bytes of its 1,315; a 10,000-node create's first wave holds 50,000).
+        # Every one names the same fields: one set of their names for all (pydantic keeps a set
+        # per model, most of a pending event's size; a big create's first wave holds one for
+        # each of its heads and followers: docs/benchmarks.md, "Scale: the planner's CPU a task").
         object.__setattr__(payload, "__pydantic_fields_set__", _QUEUED_FIELDS)
         record(self, "_queued", payload)  # (the short way: a wave records thousands, recording.py)
         return payload

@@ -2,9 +2,10 @@
 as `@event` methods are, without its keyword machinery around each call.
 
 eventsourcing turns a call of an `@event` method into keywords, filters them against the event
-class, builds the event, then turns the event back into keywords filtered against the method
-(~7 µs an event, a tenth of what the planner spends on a task of a wide create; docs/
-benchmarks.md, "Scale: the planner's CPU a task", session 29). For a method that takes the
+class, builds the event, then turns the event back into keywords filtered against the method:
+about twice the work of building and applying the event itself, paid twice a task (its
+`TaskQueued` and `TaskCompleted`; docs/benchmarks.md, "Scale: the planner's CPU a task",
+session 29). For a method that takes the
 payload alone (`(self, payload)`, every hot one of `Job`), the event is the same one: same class,
 next version, timestamp, payload; applied by the method, then version and modified time set
 and the event left pending, as `trigger_event` and `mutate` do. As `muster.bus.repository.fold`
