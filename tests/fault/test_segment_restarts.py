@@ -29,106 +29,22 @@ from typing import Any
 import pytest
 from nats.aio.msg import Msg
 
-from contracts import subjects
-from contracts.catalog import Action, Catalog
 from contracts.commands import Accepted, CreateCluster
-from contracts.events import JobSucceeded, TaskQueued
-from muster.bus.eventstore import EventStore, Recorded
+from contracts.events import JobSucceeded
 from muster.bus.wire import flush
 
-from .harness import FaultStack, demo_catalog
+from . import segment_faults as sf
+from .harness import FaultStack
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(200)]
 T = "default"
-SLOW_START_MS = "1500"
-"""A service start's time: the provisioner killed at the claim of one surely dies while it runs."""
-TERMINATED = f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{subjects.TASKS_STREAM}.>"
-
-GIVEN_BACK = "segment's outcomes not read; will be redelivered"
-TAKEN_UP = "segment taken up after its finished steps"
-ENDED_STALE = "segment no longer current; ended unrun"
-
-
-def _catalog(**fields: str) -> Catalog:
-    return demo_catalog(latency_ms="20-80", latency_ms_start=SLOW_START_MS, **fields)
-
-
-class Segments:
-    """The job's segments as the log tells them, read in order (a `FaultStack.follow` predicate):
-    each task's latest `TaskQueued`, and the first claim of a follower whose action is a start."""
-
-    def __init__(self) -> None:
-        self.queued: dict[str, TaskQueued] = {}
-        self.seq: dict[str, int] = {}
-
-    def follower_start_claimed(self, events: list[Recorded]) -> bool:
-        r = events[-1]
-        if r.type == "TaskQueued":
-            self.queued[r.event.task_id], self.seq[r.event.task_id] = r.event, r.seq
-            return False
-        q = self.queued.get(r.event.task_id) if r.type == "TaskClaimed" else None
-        return q is not None and q.attempt == r.event.attempt and q.after is not None and q.action == Action.START
-
-    def head(self, task_id: str) -> str:
-        """The first step of `task_id`'s segment (the task its message goes under)."""
-        while (before := self.queued[task_id].after) is not None:
-            task_id = before
-        return task_id
-
-
-def _process(provisioner_id: str) -> str:
-    return f"provisioner-{provisioner_id.removeprefix('prov-')}"
-
-
-def _said(fs: FaultStack, process: str, what: str) -> list[dict[str, Any]]:
-    """The structured lines of a service's log whose event is `what`, in order."""
-    out = []
-    for line in (fs.deployment.data_dir / "logs" / f"{process}.log").read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("event") == what:
-            out.append(record)
-    return out
-
-
-def _no_violations_on_steps(fs: FaultStack) -> None:
-    """nats-server logged no permission violation on a steps subject (the ask, or its answer)."""
-    assert fs.server is not None and fs.server.log_path is not None
-    violations = [line for line in fs.server.log_path.read_text(errors="replace").splitlines()
-                  if "violation" in line.lower() and ".steps" in line]
-    assert violations == [], violations
-
-
-async def _story(fs: FaultStack, job: str) -> list[Recorded]:
-    return await EventStore(fs.conn).read_many(subjects.job_history_filters(T, job))
-
-
-def _runs(story: list[Recorded]) -> tuple[dict[str, list[tuple[str, int, int]]], dict[str, list[tuple[str, int]]]]:
-    """Per task: its claims (provisioner, attempt, delivery) and its provisioners' outcomes
-    (provisioner, attempt), in log order."""
-    claims: dict[str, list[tuple[str, int, int]]] = {}
-    outcomes: dict[str, list[tuple[str, int]]] = {}
-    for r in story:
-        if r.type == "TaskClaimed":
-            claims.setdefault(r.event.task_id, []).append((r.event.provisioner, r.event.attempt, r.event.delivery))
-        elif r.type in ("TaskSucceeded", "TaskFailed"):
-            outcomes.setdefault(r.event.task_id, []).append((r.event.provisioner, r.event.attempt))
-    return claims, outcomes
-
-
-async def _queue_empty(fs: FaultStack) -> None:
-    """No task message is left in the queue: every segment's delivery was settled for good."""
-    info = await fs.conn.jetstream().stream_info(subjects.TASKS_STREAM)
-    assert info.state.messages == 0, f"{info.state.messages} task messages left in the queue"
 
 
 async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_answers_a_segment_delivered_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUSTER_SEGMENTS", "1")  # (the default; the planner processes inherit it)
     async with await FaultStack.single(tmp_path, provisioners=2) as fs:
-        await fs.load_catalog(T, _catalog(latency_ms_confirm="2000"))
+        await fs.load_catalog(T, sf.catalog(latency_ms_confirm="2000"))
         replies: list[Accepted] = []
         create = fs.sending(T, CreateCluster(name="restarted", template="hadoop-small", nodes=2), replies)
         # A confirm claimed: its create's outcome stored with that claim, its followers queued
@@ -139,14 +55,14 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
         old_pid = await fs.kill("planner")
         new_pid = await fs.restart("planner")
 
-        segments = Segments()
+        segments = sf.Segments()
         claim = (await fs.follow(f"muster.evt.{T}.>", segments.follower_start_claimed, timeout=90))[-1]
         victim = claim.event.provisioner
-        await fs.kill(_process(victim))
+        await fs.kill(sf.process(victim))
         final = await fs.wait_final(job, timeout=90)
         assert isinstance(final, JobSucceeded), final
 
-        story = await _story(fs, job)
+        story = await sf.story(fs, job)
         queued = [r for r in story if r.type == "TaskQueued"]
         adopted = [r for r in story if r.type == "JobAdopted"]
         assert len(adopted) == 1, adopted  # (the restarted planner took the job up, once)
@@ -156,7 +72,7 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
         # ... and the victim's segment was queued by the new planner (after it adopted the job).
         assert segments.seq[claim.event.task_id] > adopted[0].seq
 
-        claims, outcomes = _runs(story)
+        claims, outcomes = sf.runs(story)
         step, before = claim.event.task_id, segments.queued[claim.event.task_id].after
         assert before is not None
         survivor = next(p for p, _, _ in claims[step] if p != victim)
@@ -171,11 +87,11 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
 
         # The survivor asked the new planner, and was answered at the first ask: it started
         # after the step before, which the new planner read from the log for it.
-        taken = [r for r in _said(fs, _process(survivor), TAKEN_UP) if r.get("task") == step]
+        taken = [r for r in sf.said(fs, sf.process(survivor), sf.TAKEN_UP) if r.get("task") == step]
         assert len(taken) == 1 and taken[0]["skipped"] >= 1, taken
-        assert _said(fs, _process(survivor), GIVEN_BACK) == []
-        _no_violations_on_steps(fs)
-        await _queue_empty(fs)
+        assert sf.said(fs, sf.process(survivor), sf.GIVEN_BACK) == []
+        sf.no_violations_on_steps(fs)
+        await sf.queue_empty(fs)
         print(f"\n[segments, planner restarted] planner pid {old_pid} killed with {len(in_flight)} followers in flight "
               f"({confirm.event.task_id} running), started again as pid {new_pid}; {victim} killed running {step}; "
               f"{survivor} asked the new planner and went on after {taken[0]['skipped']} finished step(s)")
@@ -195,34 +111,34 @@ async def test_a_segment_delivered_again_while_no_planner_acts_for_its_job_is_gi
     monkeypatch.setenv("MUSTER_SEGMENTS", "1")
     options = {"planner": ["--lease-ttl", str(TTL_S)], **{f"planner-{i}": ["--instance", f"planner-{i}"] for i in (1, 2)}}
     async with await FaultStack.single(tmp_path, provisioners=2, planners=2, extra_args=options) as fs:
-        await fs.load_catalog(T, _catalog())
+        await fs.load_catalog(T, sf.catalog())
         replies: list[Accepted] = []
         await fs.sending(T, CreateCluster(name="silent", template="hadoop-small", nodes=2), replies)()
         job = replies[0].job_id
-        segments = Segments()
+        segments = sf.Segments()
         claim = (await fs.follow(f"muster.evt.{T}.>", segments.follower_start_claimed, timeout=90))[-1]
-        owners = [r.event.planner for r in await _story(fs, job) if r.type in ("JobRequested", "JobAdopted")]
+        owners = [r.event.planner for r in await sf.story(fs, job) if r.type in ("JobRequested", "JobAdopted")]
         owner, victim = owners[-1], claim.event.provisioner
         other = next(p for p in ("planner-1", "planner-2") if p != owner)
         # The planner acting for the job and the provisioner running the segment, at once: the
         # other planner is up and hears the ask, but the job's shard is not its own yet.
-        await asyncio.gather(fs.kill(owner), fs.kill(_process(victim)))
+        await asyncio.gather(fs.kill(owner), fs.kill(sf.process(victim)))
         final = await fs.wait_final(job, timeout=90)
         assert isinstance(final, JobSucceeded), final
 
-        story = await _story(fs, job)
+        story = await sf.story(fs, job)
         adopted = [r.event for r in story if r.type == "JobAdopted" and r.event.planner == other]
         assert adopted, [r.event for r in story if r.type == "JobAdopted"]
-        claims, outcomes = _runs(story)
+        claims, outcomes = sf.runs(story)
         step, before = claim.event.task_id, segments.queued[claim.event.task_id].after
         assert before is not None
         survivor = next(p for p, _, _ in claims[step] if p != victim)
         head = segments.head(step)
         # The survivor's ask met silence (a planner subscribed, none acting for the job: a
         # timeout, not "no responders") and gave the delivery back, to ask again at the next.
-        given_back = [r for r in _said(fs, _process(survivor), GIVEN_BACK) if r.get("task") == head]
+        given_back = [r for r in sf.said(fs, sf.process(survivor), sf.GIVEN_BACK) if r.get("task") == head]
         assert given_back and all(r.get("error") == "nats: timeout" for r in given_back), given_back
-        taken = [r for r in _said(fs, _process(survivor), TAKEN_UP) if r.get("task") == step]
+        taken = [r for r in sf.said(fs, sf.process(survivor), sf.TAKEN_UP) if r.get("task") == step]
         assert len(taken) == 1 and taken[0]["skipped"] >= 1, taken
         assert taken[0]["timestamp"] > given_back[-1]["timestamp"]
         # Its claim came at a later delivery than the one given back; the step ran once, there,
@@ -231,8 +147,8 @@ async def test_a_segment_delivered_again_while_no_planner_acts_for_its_job_is_gi
         assert claims[step][1][0] == survivor and claims[step][1][2] >= 3, claims[step]
         assert outcomes[step] == [(survivor, claim.event.attempt)] and outcomes[before] == [(victim, 1)], (outcomes[step], outcomes[before])
         assert all(len(o) == 1 for o in outcomes.values()), {t: o for t, o in outcomes.items() if len(o) != 1}
-        _no_violations_on_steps(fs)
-        await _queue_empty(fs)
+        sf.no_violations_on_steps(fs)
+        await sf.queue_empty(fs)
         print(f"\n[segments, silent planner] {owner} and {victim} killed ({step} running); {survivor}'s ask timed out "
               f"{len(given_back)} time(s) while {other} did not act for the job, then {other} adopted it and answered: "
               f"claimed at delivery {claims[step][1][2]}, {taken[0]['skipped']} step(s) skipped")
@@ -252,22 +168,22 @@ async def test_a_stale_segment_delivered_again_is_ended_unrun(tmp_path: Path, mo
     monkeypatch.setenv("MUSTER_SEGMENTS", "1")
     options = {"planner": ["--task-timeout", str(TIMEOUT_S)], "provisioner": ["--ack-wait", str(ACK_WAIT_S)]}
     async with await FaultStack.single(tmp_path, provisioners=2, extra_args=options) as fs:
-        await fs.load_catalog(T, _catalog())
+        await fs.load_catalog(T, sf.catalog())
         terminated: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         async def on_terminated(msg: Msg) -> None:
             if not terminated.done():
                 terminated.set_result(json.loads(msg.data))
 
-        sub = await fs.conn.subscribe(TERMINATED, cb=on_terminated)
+        sub = await fs.conn.subscribe(sf.TERMINATED, cb=on_terminated)
         await flush(fs.conn)
         replies: list[Accepted] = []
         await fs.sending(T, CreateCluster(name="stale", template="hadoop-small", nodes=2), replies)()
         job = replies[0].job_id
-        segments = Segments()
+        segments = sf.Segments()
         claim = (await fs.follow(f"muster.evt.{T}.>", segments.follower_start_claimed, timeout=90))[-1]
         victim = claim.event.provisioner
-        await fs.kill(_process(victim))
+        await fs.kill(sf.process(victim))
         final = await fs.wait_final(job, timeout=90)
         assert isinstance(final, JobSucceeded), final
         # The old delivery comes back once the ack wait is out (after the job may have ended):
@@ -275,13 +191,13 @@ async def test_a_stale_segment_delivered_again_is_ended_unrun(tmp_path: Path, mo
         advisory = await asyncio.wait_for(terminated, 60)
         await sub.unsubscribe()
 
-        story = await _story(fs, job)
+        story = await sf.story(fs, job)
         step, head = claim.event.task_id, segments.head(claim.event.task_id)
         timed_out = [r.event for r in story if r.type == "TaskAttemptFailed" and r.event.task_id == step]
         assert [(e.attempt, e.state) for e in timed_out] == [(claim.event.attempt, "timed_out")], timed_out
-        claims, outcomes = _runs(story)
+        claims, outcomes = sf.runs(story)
         survivor = next(p for p in ("prov-1", "prov-2") if p != victim)
-        ended = _said(fs, _process(survivor), ENDED_STALE)
+        ended = sf.said(fs, sf.process(survivor), sf.ENDED_STALE)
         assert [(r["job"], r["task"]) for r in ended] == [(job, head)], ended
         assert f"{step}'s attempt {claim.event.attempt} is not its latest" in ended[0]["why"], ended
         assert advisory.get("deliveries", 0) >= 2, advisory
@@ -291,10 +207,10 @@ async def test_a_stale_segment_delivered_again_is_ended_unrun(tmp_path: Path, mo
         assert outcomes[step] == [(survivor, claim.event.attempt + 1)], outcomes[step]
         before = segments.queued[step].after
         assert before is not None and outcomes[before] == [(victim, 1)], outcomes.get(before or "")
-        runs = Counter(t for t, o in outcomes.items() for _ in o)
-        assert all(n == 1 for n in runs.values()), {t: n for t, n in runs.items() if n != 1}
-        _no_violations_on_steps(fs)
-        await _queue_empty(fs)
+        ran = Counter(t for t, o in outcomes.items() for _ in o)
+        assert all(n == 1 for n in ran.values()), {t: n for t, n in ran.items() if n != 1}
+        sf.no_violations_on_steps(fs)
+        await sf.queue_empty(fs)
         print(f"\n[segments, stale] {victim} killed running {step}; its attempt {claim.event.attempt} timed out and ran "
               f"again on {survivor}; the old delivery came back ({advisory.get('deliveries')} deliveries) and was "
               f"ended unrun: {ended[0]['why']}")
