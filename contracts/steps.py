@@ -49,6 +49,6 @@ class StepOutcomes(_Wire):
         "each step's first outcome of its attempt stored, in order, up to the first step without one (their output "
         "left out)"))
     stale: str = Field(default="", description=(
-        "why the steps are not the job's current segment (an attempt since queued again, or not queued as a "
-        "segment): the delivery is ended, nothing run"))
+        "why the steps are not the job's current segment (an attempt since queued again, not queued as a "
+        "segment, or the job an earlier one of its cluster: ended): the delivery is ended, nothing run"))
     refused: str = Field(default="", description="why the asker may not know them (not granted the job's queue)")

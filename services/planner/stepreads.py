@@ -15,6 +15,8 @@ from __future__ import annotations
 import structlog
 from pydantic import ValidationError
 
+from contracts import subjects
+from contracts.events import JobRequested
 from contracts.steps import StepOutcomes, StepOutcomesQuery
 from muster.stepoutcomes import step_outcomes
 from services.auth.domain.buspermissions import provisioner_queues
@@ -39,7 +41,7 @@ class StepReads:
         job = self.planner.acting_for(tenant, query.job_id)
         cluster = self.planner.clusters.get(job.cluster_id) if job is not None else None
         if job is None or cluster is None:
-            return None  # another planner's job (or none): it answers, or nobody and the provisioner asks again
+            return await self._earlier(tenant, principal, query)
         refused = self._refused(principal, tenant, saga.queue_class(cluster, self.planner.config.settings))
         if refused:
             log.warning("a segment's steps not read for a requester", requester=principal, job=query.job_id, reason=refused)
@@ -51,6 +53,28 @@ class StepReads:
             return StepOutcomes(stale=stale)
         steps = [(s.task_id, s.attempt) for s in query.steps]
         return StepOutcomes(outcomes=await step_outcomes(self.planner.log, tenant, query.job_id, steps))
+
+    async def _earlier(self, tenant: str, principal: str, query: StepOutcomesQuery) -> StepOutcomes | None:
+        """A job not loaded here: another planner's (it answers, or nobody and the provisioner
+        asks again), or an earlier job of a cluster this planner acts for, which a restart or a
+        takeover does not load (each cluster's current job only). One job of a cluster runs at
+        a time, so that one has ended: its steps are stale, or the delivery would hear silence
+        at every delivery and come back for ever. Its first event names its cluster; the job is
+        read, not kept."""
+        try:
+            history = await self.planner.log.read(subjects.job_events(tenant, query.job_id))
+        except subjects.SubjectError:
+            return None
+        requested = history[0].event if history else None
+        if not isinstance(requested, JobRequested) or not self.planner.ownership.owns(tenant, requested.cluster_id):
+            return None
+        cluster = self.planner.clusters.get(requested.cluster_id)
+        if cluster is None or cluster.tenant != tenant or cluster.job_id in ("", query.job_id):
+            return None
+        refused = self._refused(principal, tenant, saga.queue_class(cluster, self.planner.config.settings))
+        if refused:
+            return StepOutcomes(refused=refused)
+        return StepOutcomes(stale=f"job {query.job_id} is not its cluster's current job ({cluster.job_id}): it has ended")
 
     def _refused(self, principal: str, tenant: str, klass: str) -> str:
         """Auth on: only a provisioner granted the queue the job's tasks go on may know them."""

@@ -176,14 +176,14 @@ class FaultStack:
 
     @classmethod
     async def single(cls, base: Path, *, tenants: str = "default", provisioners: int = 1, capacity: int = 8,
-                     extra_args: dict[str, list[str]] | None = None) -> FaultStack:
+                     extra_args: dict[str, list[str]] | None = None, planners: int = 1) -> FaultStack:
         keys = AuthKeys.load_or_create(base / "auth")
         server = await NatsServer(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret)).start()
         options = fault_options(base, provisioners)
         for name, args in (extra_args or {}).items():
             options[name] = [*options.get(name, []), *args]
         deployment = Deployment(base / "deploy", nats_url=server.url, capacity=capacity, tenants=tenants,
-                                replicas={"provisioner": provisioners}, extra_args=options, auth_dir=base / "auth",
+                                replicas={"provisioner": provisioners, "planner": planners}, extra_args=options, auth_dir=base / "auth",
                                 start_timeout_s=START_TIMEOUT_S)
         return await cls(base, deployment, server=server)._start()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from planner_harness import Harness, published
 
-from contracts.commands import Accepted, CreateCluster
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import TaskSucceeded
 from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
 from contracts.steps import StepAttempt, StepOutcomes, StepOutcomesQuery
@@ -105,3 +105,26 @@ async def test_only_the_planner_acting_for_the_job_answers_and_a_bad_query_is_re
     assert await _ask(h, _query(head), tenant="other") is None  # (no such job of that tenant here)
     bad = await _ask(h, b'{"type": "StepOutcomesQuery", "job_id": "j", "steps": []}')
     assert bad is not None and bad.refused.startswith("not a steps query")
+
+
+async def test_an_earlier_job_of_a_cluster_it_acts_for_is_stale_though_not_loaded_after_a_restart() -> None:
+    """A restarted planner loads each cluster's current job only: a segment of an earlier job
+    delivered again (its delivery waited out an ack wait longer than its step's timeout) would
+    hear silence at every delivery, and come back for ever. One job of a cluster runs at a
+    time, so an earlier one has ended: its steps are stale."""
+    h, head = await _mid_segment()
+    h.behaviour = lambda m: "succeed"
+    await h.clock.advance(h.config.task_timeout_s + 1)  # the confirms time out, and the job ends
+    await h.settle()
+    cluster_id = h.job(head.job_id).cluster_id
+    assert h.final(head.job_id) is not None
+    later = await h.ok(DeleteCluster(cluster_id=cluster_id))
+    await h.settle()
+    await h.restart()
+    assert head.job_id not in h.planner.jobs and h.planner.clusters[cluster_id].job_id == later.job_id
+    answer = await _ask(h, _query(head))
+    assert answer is not None and answer.outcomes == [] and f"is not its cluster's current job ({later.job_id})" in answer.stale
+    assert head.job_id not in h.planner.jobs  # (read, not kept)
+    refused = await _ask(h, _query(head), principal="prov-b")
+    assert refused is not None and refused.refused and not refused.stale
+    assert await _ask(h, _query(head), tenant="other") is None  # (no such job of that tenant)
