@@ -5,19 +5,17 @@ while that is empty, so the follower is refused before its plugin starts."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded, TaskClaimed, TaskFailed
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, EventStore, recorded_from_msg
+from muster.bus.eventstore import Append, EventStore
 from muster.bus.streams import ensure_streams
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -29,7 +27,7 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 
-from .conftest import quick_demo_catalog
+from .conftest import first_record, quick_demo_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 
@@ -47,18 +45,7 @@ class Stack:
 
     async def first(self, subject: str, match: Callable[[Any], bool], timeout: float = 30) -> Any:
         """The first record on `subject` that `match`es (from the start of the log)."""
-        found: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        async def on_msg(msg: Any) -> None:
-            r = recorded_from_msg(msg)
-            if match(r) and not found.done():
-                found.set_result(r)
-
-        sub = await self.store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg)
-        try:
-            return await asyncio.wait_for(found, timeout)
-        finally:
-            await sub.unsubscribe()
+        return await first_record(self.store, subject, match, timeout)
 
     async def story(self, job_id: str) -> list[Any]:
         return await self.store.read_many([*subjects.job_history_filters("default", job_id),
