@@ -80,8 +80,8 @@ class Append:
     step_fence: str | None = None
     """A segment step's outcome sent with the next step's claim (`lane`): stored only while
     nothing is stored on this subject (the next step's `StepClosed`: the planner ended it unrun);
-    else it goes alone, expecting nothing, and the claims that `follow` it are refused
-    (`StepClosed`, docs/decisions/0058)."""
+    else it goes alone, expecting nothing, and the claim that `follows` it is refused
+    (`StepEnded`, docs/decisions/0058)."""
     follows: str | None = None
     """The claim of a segment's next step: the idempotency key of the outcome it goes with; refused
     when that outcome's `step_fence` refuses it."""

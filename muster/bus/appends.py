@@ -18,8 +18,10 @@
   appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
   the read loop): alone and at once if nothing else is on its way. An event with a fence
   (`Append.only_if_empty`, a claim) goes to its fence's lane instead: one atomic batch on a
-  fence at a time, a busy one sent again whole (docs/decisions/0050). Without group commit,
-  every submit goes alone at once.
+  fence at a time, a busy one sent again whole (docs/decisions/0050). A segment step's outcome
+  (`Append.lane`) goes in its lane beside the next step's claim, fenced on that step's end
+  (`Append.step_fence`; a refused batch is sorted out, `_sort_refusal`: docs/decisions/0058).
+  Without group commit, every other submit goes alone at once.
 
 Every event goes under the trace context it was given, or the current span's
 (`muster.tracing`): taken when `submit` is called, since the group goes out from another task.
