@@ -49,6 +49,11 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"jobId": "the job's id", "round": "how many cancels the job had before this one"},
      "A cancel's fence (`ClaimsClosed`, written once by the planner: decision 46): a forward attempt's claim is "
      "appended only while nothing is stored on its task message's `fence` subject, so none is claimed after it."),
+    ("events.steps", "muster.evt.{tenant}.job.{jobId}.steps.{taskId}.{attempt}",
+     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
+      "attempt": "the follower's attempt"},
+     "A segment's follower ended unrun (`StepClosed`, written by the planner in the save that ends it: decision 58): "
+     "the step before's outcome goes with the follower's claim only while nothing is stored here."),
     ("events.layout", "muster.evt.{tenant}.layout.{jobId}", {"jobId": "the job's id"},
      "Layout requests of a job (planner) and their answers (a solver)."),
     ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}.{provisionerId}",
@@ -128,6 +133,8 @@ def event_channel(event_type: str) -> str:
         return "events.identity"
     if event_type == "ClaimsClosed":
         return "events.claims"
+    if event_type == "StepClosed":
+        return "events.steps"
     if event_type == "ClusterNameClaimed":
         return "events.clustername"
     if event_type.startswith("Layout"):

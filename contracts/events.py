@@ -240,6 +240,20 @@ class ClaimsClosed(Event):
                                          "are fenced by its next cancel's subject)")
 
 
+class StepClosed(Event):
+    """A segment's follower ended unrun by the planner (its step before failed, or timed out:
+    docs/decisions/0058): stored on the attempt's own subject (`subjects.step_closed`), in the
+    save that ends it. A provisioner carrying the segment stores the step before's outcome with
+    this follower's claim only while nothing is stored there, so the follower is never claimed
+    after its end: a late copy of its segment stops there."""
+
+    type: Literal["StepClosed"] = "StepClosed"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=1)
+
+
 class JobLayoutRetried(Event):
     """The job's layout failed (a task ran out of attempts, and what it did was rolled back): the
     solver is asked for another one, excluding every layout tried (`LayoutRequested.round`)."""
@@ -738,7 +752,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | ClaimsClosed | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | ClaimsClosed | StepClosed | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

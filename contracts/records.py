@@ -77,6 +77,14 @@ class Append:
     """Sent with the claims on this fence (a segment step's outcome beside its next step's claim,
     one store), expecting nothing itself; refused with them by the fence, it goes alone
     (docs/decisions/0058)."""
+    step_fence: str | None = None
+    """A segment step's outcome sent with the next step's claim (`lane`): stored only while
+    nothing is stored on this subject (the next step's `StepClosed`: the planner ended it unrun);
+    else it goes alone, expecting nothing, and the claim that `follows` it is refused
+    (`StepEnded`, docs/decisions/0058)."""
+    follows: str | None = None
+    """The claim of a segment's next step: the idempotency key of the outcome it goes with; refused
+    when that outcome's `step_fence` refuses it."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
@@ -87,8 +95,8 @@ class Append:
         h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
         if self.writer:
             h[H_WRITER] = self.writer
-        if self.only_if_empty is not None:
-            h[H_EXPECT], h[H_EXPECT + "-Subject"] = "0", self.only_if_empty
+        if (empty := self.only_if_empty or self.step_fence) is not None:  # (one expectation a message)
+            h[H_EXPECT], h[H_EXPECT + "-Subject"] = "0", empty
         if self.trace is not None:  # last: readers find the three before it in this order
             h[H_TRACE] = self.trace
         return h

@@ -97,6 +97,22 @@ def claims_closed(tenant: str, job_id: str, round_: int) -> str:
     return f"{job_events(tenant, job_id)}.{CLAIMS}.{int(round_)}"
 
 
+STEPS = "steps"
+
+
+def step_closed(tenant: str, job_id: str, task_id: str, attempt: int) -> str:
+    """Where the planner's `StepClosed` goes when it ends a segment's follower unrun (its step
+    before failed, or timed out: docs/decisions/0058): the provisioner that carries the segment
+    stores the step before's outcome only while nothing is stored here, in one batch with this
+    follower's claim, so a follower the planner ended is never claimed after. One subject per
+    attempt (a retry's follower is another attempt), three tokens under the job's own subject, so
+    no consumer of job events or task records receives it."""
+    escaped = task_id.replace(".", "~")
+    if not TASK_TOKEN.fullmatch(escaped):
+        raise SubjectError(f"task id {task_id!r} is not a valid task id")
+    return f"{job_events(tenant, job_id)}.{STEPS}.{escaped}.{int(attempt)}"
+
+
 def layout_events(tenant: str, job_id: str) -> str:
     """Layout requests and answers of one job: written by the planner (request) and the
     solver (answer), so the solver's answer is fenced by the request's sequence."""
@@ -228,6 +244,7 @@ ALL_JOB_EVENTS = f"{EVT}.*.job.*"
 """Every job's own events (not its task records, one token longer: `job_tasks`)."""
 ALL_JOB_TASK_RECORDS = f"{EVT}.*.job.*.{JOB_TASKS}"
 ALL_CLAIMS_CLOSED = f"{EVT}.*.job.*.{CLAIMS}.*"
+ALL_STEPS_CLOSED = f"{EVT}.*.job.*.{STEPS}.*.*"
 ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
 ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"
 

@@ -18,8 +18,10 @@
   appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
   the read loop): alone and at once if nothing else is on its way. An event with a fence
   (`Append.only_if_empty`, a claim) goes to its fence's lane instead: one atomic batch on a
-  fence at a time, a busy one sent again whole (docs/decisions/0050). Without group commit,
-  every submit goes alone at once.
+  fence at a time, a busy one sent again whole (docs/decisions/0050). A segment step's outcome
+  (`Append.lane`) goes in its lane beside the next step's claim, fenced on that step's end
+  (`Append.step_fence`; a refused batch is sorted out, `_sort_refusal`: docs/decisions/0058).
+  Without group commit, every other submit goes alone at once.
 
 Every event goes under the trace context it was given, or the current span's
 (`muster.tracing`): taken when `submit` is called, since the group goes out from another task.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +42,7 @@ from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, H_WRITER, Append
 from contracts.subjects import fence_subject
 from muster import tracing
 
-from ..ports.eventlog import ConcurrencyError, StoreError
+from ..ports.eventlog import ConcurrencyError, StepEnded, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub
 from .wire import Publisher
 
@@ -53,6 +55,12 @@ FENCE_BUSY_S = 5.0
 """How long a claim is sent again while its fence stays busy; then it fails and its task comes
 back. A time, not a count of tries: on a loaded host one replication round outlasted 8 short
 tries (as it was bounded before), and a claim's message is held for far longer (its ack wait)."""
+
+
+def _fence_of(item: Append) -> str | None:
+    """The subject an event is appended only while empty: a claim's cancel fence, or a segment
+    step's outcome's next step's end (`Append.step_fence`)."""
+    return item.only_if_empty or item.step_fence
 
 
 def _busy_pause(tries: int) -> float:
@@ -164,7 +172,7 @@ class LogWriter:
         return seqs
 
     async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
-        if items[-1].only_if_empty is None:
+        if _fence_of(items[-1]) is None:
             return await self._append_once(subject, items, expect_last_seq)
         loop = asyncio.get_running_loop()
         until, attempt = loop.time() + FENCE_BUSY_S, 0
@@ -174,7 +182,7 @@ class LogWriter:
             except _FenceBusy:
                 self.busy += 1
                 if loop.time() >= until:
-                    raise StoreError(f"{subject}: {items[-1].only_if_empty} stayed busy ({FENCE_BUSY_S:g} s); the task comes back") from None
+                    raise StoreError(f"{subject}: {_fence_of(items[-1])} stayed busy ({FENCE_BUSY_S:g} s); the task comes back") from None
                 # A bounded retry of one write, not a poll: another claim on the fence is being
                 # replicated; a few ms later one of the waiting ones lands, then the next.
                 await asyncio.sleep(_busy_pause(attempt))
@@ -193,8 +201,10 @@ class LogWriter:
         except _Refusal as err:
             if err.code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
                 raise StoreError(f"{subject}: {err.description} (code {err.code})") from None
-            if err.code == FENCE_BUSY and items[-1].only_if_empty is not None:
+            if err.code == FENCE_BUSY and _fence_of(items[-1]) is not None:
                 raise _FenceBusy from None
+            if err.code in WRONG_LAST_SEQUENCE and items[-1].step_fence is not None:
+                raise StepEnded(f"{subject}: {items[-1].step_fence} is closed ({err.description})") from None
             if err.code in WRONG_LAST_SEQUENCE and items[-1].only_if_empty is not None:
                 # Its fence is closed. Not a retry that landed: a claim's key names its delivery,
                 # and its writer may not read the log's last message anyway (a provisioner).
@@ -248,9 +258,9 @@ class LogWriter:
         try:
             last = await self._batch(entries, None)
         except _Refusal as err:
-            if err.code == FENCE_BUSY and any(item.only_if_empty is not None for _, item in entries):
+            if err.code == FENCE_BUSY and any(_fence_of(item) is not None for _, item in entries):
                 raise _FenceBusy from None  # not decided: the group goes again
-            if err.code in WRONG_LAST_SEQUENCE and any(item.only_if_empty is not None for _, item in entries):
+            if err.code in WRONG_LAST_SEQUENCE and any(_fence_of(item) is not None for _, item in entries):
                 raise _Fenced from None  # one claim's fence is closed: the others must land all the same
             if err.code != BATCH_DUPLICATE:
                 raise StoreError(f"{len(entries)} events: {err.description} (code {err.code})") from None
@@ -322,7 +332,8 @@ class LogWriter:
             item = replace(item, trace=tracing.current())
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         fence = item.only_if_empty or item.lane
-        if self.group_commit and fence is not None:
+        if fence is not None and (self.group_commit or item.lane is not None or item.follows is not None):
+            # (a segment's step always goes with the next claim, so its fence refuses both)
             self._lane(fence).waiting.append((subject, item, stored, 0.0))
             return stored
         busy = self._sending is not None and not self._sending.done()
@@ -361,9 +372,7 @@ class LogWriter:
             stored.set_result(_seq(got))
         except _Refusal as err:
             if err.code == FENCE_BUSY and item.only_if_empty is not None:  # not decided: again, alone
-                task = asyncio.get_running_loop().create_task(self._alone(subject, item, stored))
-                self._retrying.add(task)
-                task.add_done_callback(self._retrying.discard)
+                self._later(self._alone(subject, item, stored))
                 return
             if err.code in WRONG_LAST_SEQUENCE and item.only_if_empty is not None:  # its fence is closed
                 stored.set_exception(ConcurrencyError(f"{subject}: {item.only_if_empty} is closed ({err.description})"))
@@ -452,6 +461,10 @@ class LogWriter:
                     pause = _busy_pause(tries - 1)
                     continue
                 except (_Fenced, ConcurrencyError) as err:
+                    if any(i.step_fence is not None for _, i, _, _ in live):
+                        await self._sort_refusal(lane, live)
+                        pause = 0.0
+                        continue
                     refused = err if isinstance(err, ConcurrencyError) else ConcurrencyError(f"{fence} is closed")
                     for subject, item, f, _ in live:
                         if f.done():
@@ -459,9 +472,7 @@ class LogWriter:
                         if item.only_if_empty is None:
                             # A segment step's outcome (`Append.lane`), refused only with the
                             # claims beside it: it expects nothing, so it goes alone (decision 58).
-                            alone = asyncio.get_running_loop().create_task(self._alone(subject, replace(item, lane=None), f))
-                            self._retrying.add(alone)
-                            alone.add_done_callback(self._retrying.discard)
+                            self._later(self._alone(subject, replace(item, lane=None), f))
                         else:
                             f.set_exception(refused)
                     pause = 0.0
@@ -479,6 +490,43 @@ class LogWriter:
         finally:
             if self._lanes.get(fence) is lane:
                 del self._lanes[fence]
+
+    async def _sort_refusal(self, lane: _Lane, live: list[tuple[str, Append, asyncio.Future[int], float]]) -> None:
+        """A lane's batch refused as stale (10071) that holds segment steps' outcomes, each fenced
+        on its next step's end (`Append.step_fence`): the job's cancel fence or a step's end, the
+        answer does not say which. Each such outcome goes alone, fenced as it was: one refused
+        is stored all the same, expecting nothing (the step ran: a late result the planner hears
+        of), and the claim that follows it is refused (`StepEnded`); one stored lets its claim go
+        on. The claims left go again in the lane, where a refusal is now the cancel fence's
+        alone (decision 50). Only after a refusal: a batch that lands costs nothing more."""
+        steps = [w for w in live if w[1].step_fence is not None and not w[2].done()]
+        got = await asyncio.gather(*(self._append(s, [i], None) for s, i, _, _ in steps), return_exceptions=True)
+        failed: dict[str, BaseException] = {}
+        for (subject, item, f, _), answer in zip(steps, got, strict=True):
+            if isinstance(answer, StepEnded):
+                failed[item.msg_id] = answer
+                self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
+            elif isinstance(answer, BaseException):
+                failed[item.msg_id] = answer
+                if not f.done():
+                    f.set_exception(answer)
+            elif not f.done():
+                f.set_result(answer[0])
+        rest = []
+        for subject, item, f, n in live:
+            if f.done() or item.step_fence is not None:
+                continue
+            if item.follows in failed:  # (not stored without the outcome before it: the step is read again)
+                f.set_exception(failed[item.follows])
+            else:
+                rest.append((subject, item, f, n))
+        lane.waiting[:0] = rest
+
+    def _later(self, sending: Coroutine[Any, Any, None]) -> None:
+        """Sent from a task of its own (the lane goes on meanwhile)."""
+        task = asyncio.get_running_loop().create_task(sending)
+        self._retrying.add(task)
+        task.add_done_callback(self._retrying.discard)
 
     async def _alone(self, subject: str, item: Append, stored: asyncio.Future[int]) -> None:
         try:

@@ -45,6 +45,12 @@ class ConcurrencyError(Exception):
     """A stale writer: the subject moved on since the writer read it."""
 
 
+class StepEnded(ConcurrencyError):
+    """A segment step's claim refused because the planner ended that step unrun (its `StepClosed`
+    is stored: the step before failed or timed out, docs/decisions/0058), not because its job's
+    cancel fence is closed."""
+
+
 class StoreError(Exception):
     pass
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contracts import subjects
-from contracts.events import TasksRecorded
+from contracts.events import StepClosed, TaskAttemptFailed, TasksRecorded
 from muster.bus.appends import MAX_ATOMIC
 from muster.bus.repository import fence, mark_stored
 from muster.ports.eventlog import Append, EventLog, Recorded
 
-from .domain.job import Job
+from .domain.job import UNRUN, Job
 
 Entries = list[tuple[str, Append]]
 Part = tuple[str, Sequence[Append], "int | None"]
@@ -29,21 +29,56 @@ def entries(job: Job, appends: Sequence[Append], *, lead: bool = False) -> Entri
     """Each append with its subject; a `TasksRecorded` marker first when none is on the job's
     subject (`lead`: when the first is not: a chain's first link must move the fence)."""
     own = subjects.job_events(job.tenant, str(job.id))
-    out = [(subjects.job_subject(job.tenant, str(job.id), str(getattr(a.event, "type"))), a) for a in appends]  # noqa: B009
+    out: Entries = []
+    for a in appends:
+        if closes(a.event):
+            out.append(_step_closed(job, a))
+        out.append((subjects.job_subject(job.tenant, str(job.id), str(getattr(a.event, "type"))), a))  # noqa: B009
     if out and (out[0][0] != own if lead else all(s != own for s, _ in out)):
         first = out[0][1]
-        marker = Append(event=TasksRecorded(job_id=str(job.id), count=sum(s != own for s, _ in out)),
+        records = subjects.job_tasks(job.tenant, str(job.id))
+        marker = Append(event=TasksRecorded(job_id=str(job.id), count=sum(s == records for s, _ in out)),
                         msg_id=f"{first.msg_id}:t", time=first.time, trace=first.trace)
         out.insert(0, (own, marker))
     return out
+
+
+def closes(event: object) -> bool:
+    """Whether saving this event stores a `StepClosed` before it (`_step_closed`)."""
+    return isinstance(event, TaskAttemptFailed) and event.error in UNRUN
+
+
+def _chunks(appends: Sequence[Append]) -> list[Sequence[Append]]:
+    """Runs of appends whose entries fit one atomic batch: room for a marker, and a
+    `StepClosed` more for each follower ended unrun."""
+    out, start, size = [], 0, 0
+    for i, a in enumerate(appends):
+        cost = 2 if closes(a.event) else 1
+        if size + cost > MAX_ATOMIC - 1:
+            out.append(appends[start:i])
+            start, size = i, 0
+        size += cost
+    return [*out, appends[start:]] if appends else out
+
+
+def _step_closed(job: Job, ended: Append) -> tuple[str, Append]:
+    """A segment's follower ended unrun (`segments.end_stranded`): its `StepClosed`, stored just
+    before the end, in the same save, so that no provisioner claims it after (its claim goes with
+    the step before's outcome, which expects this subject empty: docs/decisions/0058). Before,
+    not after: a save cut short (a chain's prefix) may close a step it has not ended, which only
+    stops what the planner was ending anyway; never the reverse."""
+    event = ended.event
+    assert isinstance(event, TaskAttemptFailed)
+    subject = subjects.step_closed(job.tenant, str(job.id), event.task_id, event.attempt)
+    closed = StepClosed(job_id=str(job.id), task_id=event.task_id, attempt=event.attempt)
+    return subject, Append(closed, msg_id=f"{ended.msg_id}:closed", time=ended.time, trace=ended.trace)
 
 
 async def append(log: EventLog, job: Job, appends: Sequence[Append]) -> None:
     """The job's new events, in atomic batches of at most `MAX_ATOMIC`, each fenced on the one
     before (a job's own events alone go as they always did: one publish, or one batch)."""
     own = subjects.job_events(job.tenant, str(job.id))
-    for start in range(0, len(appends), MAX_ATOMIC - 1):  # (room for a marker)
-        chunk = appends[start : start + MAX_ATOMIC - 1]
+    for chunk in _chunks(appends):
         items = entries(job, chunk)
         expect = fence(job, own, chunk)
         if all(s == own for s, _ in items):

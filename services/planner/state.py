@@ -377,6 +377,7 @@ class PlannerState:
         theirs, mine = len(cluster.pending_events), len(job.pending_events)
         first = getattr(getattr(job.pending_events[0], "payload", None), "type", None) if mine else None
         batch = mine > 1 or first in subjects.JOB_TASK_TYPES  # (a lone record goes with a marker)
+        mine += sum(joblog.closes(getattr(e, "payload", None)) for e in job.pending_events)  # (each with its StepClosed)
         if not theirs or not batch or theirs + mine + 1 > MAX_ATOMIC:  # (+1: room for a marker)
             return False
         subject = subjects.cluster_events(cluster.tenant, str(cluster.id))

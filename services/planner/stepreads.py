@@ -94,6 +94,11 @@ def _stale(job: Job, query: StepOutcomesQuery) -> str:
         latest = job.attempts[step.task_id]
         if latest != step.attempt:
             return f"{step.task_id}'s attempt {step.attempt} is not its latest ({latest})"
+        if job.task_state.get(step.task_id) == "cancelled":
+            # Ended unrun (its step before failed or timed out, or a cancel found it unclaimed):
+            # a copy that goes on would run it late, decision 58; the lone claim of a segment
+            # taken up again after its finished steps carries no step fence, so it is said here.
+            return f"{step.task_id}'s attempt {step.attempt} was ended unrun"
     names = [s.task_id for s in query.steps]
     if names[0] not in job.segment_after and names[0] not in job.segment_next:
         return f"{names[0]} was not queued as a step of a segment"

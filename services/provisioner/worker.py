@@ -16,7 +16,7 @@ from contracts.steps import StepOutcomes
 from contracts.tasks import TaskMessage, TaskStep
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
-from muster.ports.eventlog import ConcurrencyError, EventLog
+from muster.ports.eventlog import ConcurrencyError, EventLog, StepEnded
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
@@ -87,6 +87,11 @@ class Workers:
     def cancelled(self) -> int:
         """Deliveries never run: their job was cancelled before their claim (docs/decisions/0046)."""
         return self.core.cancelled
+
+    @property
+    def ended(self) -> int:
+        """Segments stopped: the planner had ended their next step unrun (docs/decisions/0058)."""
+        return self.core.ended
 
     @property
     def lapsed(self) -> int:
@@ -242,8 +247,10 @@ class Workers:
             self._traces.claimed(held, written, self.core.held[held].task if held in self.core.held else None)
         if not written.cancelled():
             error = written.exception()
-            # A claim refused as stale can only be its fence's doing (claims expect nothing else).
-            self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
+            # A claim refused as stale can only be its cancel fence's doing (claims expect nothing
+            # else), or its step's end, which the writer tells apart (`StepEnded`, decision 58).
+            self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError),
+                                       ended=isinstance(error, StepEnded)))
 
     async def _read(self, held: int, steps: tuple[TaskStep, ...]) -> None:
         """Each step's outcome of its attempt (the first stored, by whichever provisioner), in

@@ -10,6 +10,8 @@ NATS connection can call `check`).
    `Report.ended_in_flight`. Every `TaskCompleted` has the provisioner's `TaskSucceeded` for the
    same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed), or
    ended an attempt a cancel's fence found unclaimed (then no claim of it is in the log at all),
+   or ended a segment's follower unrun (then its `StepClosed` is in the log, and no claim of it
+   after that: decision 58),
    or ended a claimed attempt of a cancelled job whose provisioners had all gone (listed;
    decision 54).
 3. State rebuilt from the log equals what the services report: each job's view from its owner
@@ -58,7 +60,7 @@ from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
-from services.planner.domain.segments import STRANDED_BY_TIMEOUT
+from services.planner.domain.segments import UNRUN
 from services.planner.entrypoint import nats_planner
 
 from .fencing import Fencing, check_fencing, writers
@@ -169,6 +171,11 @@ async def check(
             if [r.type for r in history] != ["ClaimsClosed"]:
                 report.problems.append(f"{subject}: a cancel's fence holds {[r.type for r in history]}, not one ClaimsClosed")
             continue
+        if f".{subjects.STEPS}." in subject:
+            # A follower's end (decision 58): `StepClosed`, not a history to fold as a job.
+            if {r.type for r in history} != {"StepClosed"}:
+                report.problems.append(f"{subject}: a step's end holds {[r.type for r in history]}, not StepClosed")
+            continue
         w = where(subject)
         if w is None:
             report.problems.append(f"{subject}: not a muster event subject")
@@ -263,7 +270,7 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
                 report.problems.append(f"{name}: outcome {got[0].type} of attempt {key[1]} of {key[0]} that was never queued")
             for o in got:
                 report.outcomes[o.type] += 1
-                _check_provisioner_side(report, by_subject, tenant, job_id, name, o, queued, outcomes)
+                _check_provisioner_side(report, by_subject, tenant, job_id, name, o)
         _count_provisioner_side(report, by_subject, tenant, job_id, outcomes)
 
 
@@ -274,8 +281,7 @@ def _task_history(by_subject: dict[str, list[Recorded]], tenant: str, job_id: st
 
 
 def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
-                            name: str, outcome: Recorded, queued: dict[tuple[str, int], Recorded],
-                            outcomes: dict[tuple[str, int], list[Recorded]]) -> None:
+                            name: str, outcome: Recorded) -> None:
     e = outcome.event
     mine = [r for r in _task_history(by_subject, tenant, job_id, e.task_id) if r.event.attempt == e.attempt]
     types = {r.type for r in mine}
@@ -284,11 +290,12 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     if outcome.type == "TaskAttemptFailed":
         if e.state == "timed_out":
             report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
-        elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46);
-            # or a segment's follower whose step before failed (never claimed either) or timed out: that one may
-            # run late, and this one after it (decision 58), a late result as a timed-out attempt's is
-            if "TaskClaimed" in types and e.error != STRANDED_BY_TIMEOUT and not _ran_on_a_copy(
-                    by_subject, tenant, job_id, mine, queued.get((e.task_id, e.attempt)), outcomes):
+        elif e.state == "cancelled" and e.error in UNRUN:  # a segment's follower ended unrun (decision 58)
+            problem = _claimed_after_its_end(by_subject, tenant, job_id, e.task_id, e.attempt, mine)
+            if problem:
+                report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} ended unrun, {problem}")
+        elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46)
+            if "TaskClaimed" in types:
                 report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} cancelled as unclaimed, and claimed")
         elif e.error.startswith(LOST_PREFIX):  # its claimers all gone, its job cancelled (decision 54)
             report.provisioner_lost.append(f"{name}: attempt {e.attempt} of {e.task_id}")
@@ -299,22 +306,18 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
 
 
-def _ran_on_a_copy(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, mine: list[Recorded],
-                   queued: Recorded | None, outcomes: dict[tuple[str, int], list[Recorded]]) -> bool:
-    """A segment's follower ended unrun because the step before it failed, yet claimed: allowed
-    only when its claimer ran that step itself, on a copy of the segment (the message delivered
-    twice, decision 58 "What is not promised"), and stored a success the planner did not take,
-    as it had taken the other copy's failure first: a late run, as a stale attempt's."""
-    before = getattr(queued.event, "after", None) if queued is not None else None
-    if before is None:
-        return False
-    claimers = {r.subject.rsplit(".", 1)[1] for r in mine if r.type == "TaskClaimed"}
-    for r in _task_history(by_subject, tenant, job_id, before):
-        taken = outcomes.get((before, r.event.attempt), [])
-        if (r.type == "TaskSucceeded" and r.subject.rsplit(".", 1)[1] in claimers
-                and [o.type for o in taken] == ["TaskAttemptFailed"]):
-            return True
-    return False
+def _claimed_after_its_end(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, task_id: str, attempt: int,
+                           mine: list[Recorded]) -> str:
+    """What is wrong with a segment's follower the planner ended unrun (its step before failed,
+    or timed out), or "": its `StepClosed` is stored, and no claim of it after that. A claim
+    before it is allowed: a late copy of the segment (a head run past its timeout, a message
+    delivered twice) whose step before's success and this claim landed before the planner's end
+    (its run a late result); the claim after it is refused (decision 58)."""
+    closed = by_subject.get(subjects.step_closed(tenant, job_id, task_id, attempt), [])
+    if not closed:
+        return "and no StepClosed of it in the log"
+    late = [r.seq for r in mine if r.type == "TaskClaimed" and r.seq > closed[0].seq]
+    return f"and claimed after its StepClosed (seq {closed[0].seq}) at seq {late}" if late else ""
 
 
 def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,

@@ -223,7 +223,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # asks TASKS' info (a restarted server's new queue), and reads no task: no consumer there.
         presence = f"KV_{subjects.PRESENCE_BUCKET}"
         pub = _streams_declared((*LOG_STREAMS, subjects.TASKS_STREAM, *PLANNER_BUCKETS, presence)) + _read_log(*PLANNER_BUCKETS, presence) + [
-            f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_CLAIMS_CLOSED, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_CLAIMS_CLOSED, subjects.ALL_STEPS_CLOSED, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
             f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 
 from contracts.events import TaskAttemptFailed
 
-from .job import STRANDED, STRANDED_BY_TIMEOUT, Job
+from .job import STRANDED, STRANDED_BY_TIMEOUT, UNRUN, Job
 
-__all__ = ["STRANDED", "STRANDED_BY_TIMEOUT", "chain", "end_stranded", "groups", "key", "root", "stranded"]
+__all__ = ["STRANDED", "STRANDED_BY_TIMEOUT", "UNRUN", "chain", "end_stranded", "groups", "key", "root", "stranded"]
 
 
 def _queued(job: Job, task_id: str) -> bool:

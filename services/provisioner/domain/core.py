@@ -133,6 +133,8 @@ class WorkerCore:
     """Deliveries let go: `avoid`, no slot free, draining, or claimed ahead without a plugin slot."""
     cancelled: int = 0
     """Deliveries whose claim the job's cancel fence refused (`_cancelled`): never run."""
+    ended: int = 0
+    """Segments stopped because the planner had ended their next step unrun (`_step_ended`)."""
     draining: bool = False
     held: dict[int, Held] = field(default_factory=dict)
     leased: bool = False
@@ -299,20 +301,29 @@ class WorkerCore:
         self.passed += 1
         return [note, Answer(h.reply, verdict)]
 
-    def _claim(self, hid: int) -> Claim:
+    def _claim(self, hid: int, after: Append | None = None) -> Claim:
+        """`after`: the outcome of the step before, which this claim goes with (in its lane)."""
         h = self.held[hid]
         h.term = self.epoch if self.lease_ok else -1
         task = h.task
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=self.config.provisioner_id,
                             worker=h.worker, delivery=h.delivery)
-        return Claim(hid, h.subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence))
+        append = Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence)
+        if after is not None:
+            append = Append(claim, msg_id=append.msg_id, only_if_empty=task.fence, follows=after.msg_id,
+                            lane=None if task.fence is not None else after.lane)
+        return Claim(hid, h.subject, append)
 
-    def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False) -> list[Action]:
+    def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False,
+                ended: bool = False) -> list[Action]:
         """The claim is stored (or the log refused it: the task comes back later; `closed`: the
-        log refused it because the task's fence is closed, and it never comes back)."""
+        log refused it because the task's fence is closed, and it never comes back; `ended`: the
+        planner ended this step unrun, so the segment stops here)."""
         h = self.held.get(hid)
         if h is None:
             return []
+        if error is not None and ended:
+            return self._step_ended(hid)
         if error is not None and closed and h.task.fence is not None:
             return self._cancelled(hid)
         if error is not None:
@@ -344,12 +355,18 @@ class WorkerCore:
         if outcome.ok and h.rest:
             # The next step's claim goes with this outcome, one store: the claim is still stored
             # before its plugin starts (decision 50), and the planner is not asked in between.
-            step = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane)
+            # The outcome is stored with it only while the planner has not ended that next step
+            # (its `StepClosed`: this step failed on a copy, or timed out), so a late copy of the
+            # segment stops here (docs/decisions/0058). A segment with no cancel fence (a
+            # rollback's) goes in a lane of that subject's, so the two are still one store.
+            nxt = h.rest.pop(0)
+            closed = subjects.step_closed(h.task.tenant, h.task.job_id, nxt.task_id, nxt.attempt)
+            step = Append(event, msg_id=f"{attempt_key(h.task)}.outcome", lane=lane or closed, step_fence=closed)
             done_subject = h.subject
-            h.task = fold(h.rest.pop(0), h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
+            h.task = fold(nxt, h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
             h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
             h.stage = "claiming"
-            return [StoreStep(hid, done_subject, step), self._claim(hid), *after]
+            return [StoreStep(hid, done_subject, step), self._claim(hid, after=step), *after]
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
@@ -475,6 +492,19 @@ class WorkerCore:
         task = h.task
         return [Note("info", "task not run: its job was cancelled before it was claimed",
                      {"job": task.job_id, "task": task.task_id, "attempt": task.attempt}), Answer(h.reply, TERM)]
+
+    def _step_ended(self, hid: int) -> list[Action]:
+        """The planner ended this step unrun before its claim (the step before failed on another
+        copy of the segment, or timed out: docs/decisions/0058), so neither it nor the steps
+        after it run here; the step before's outcome is stored (a late result). Out of the queue
+        for good: its planner has moved on (the retry, if any, is a segment of its own)."""
+        h = self.held.pop(hid)
+        self.slots.give(h.slot)
+        self.ended += 1
+        task = h.task
+        return [Note("info", "segment stopped: the planner ended its next step before it was claimed",
+                     {"job": task.job_id, "task": task.task_id, "attempt": task.attempt, "left": len(h.rest)}),
+                Answer(h.reply, TERM)]
 
     def _next_in_line(self, now: float = 0.0) -> list[Action]:
         """A plugin slot came free: the next task in line takes it, or it stays free."""

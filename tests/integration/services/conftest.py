@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +13,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
+from nats.js.api import DeliverPolicy
 
 from muster.bus.connect import connect
-from muster.bus.eventstore import EventStore
+from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.streams import ensure_streams
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
@@ -27,6 +29,22 @@ from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+async def first_record(store: EventStore, subject: str, match: Callable[[Any], bool], timeout: float = 30) -> Any:
+    """The first record on `subject` that `match`es, from the start of the log (waited for)."""
+    found: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def on_msg(msg: Any) -> None:
+        r = recorded_from_msg(msg)
+        if match(r) and not found.done():
+            found.set_result(r)
+
+    sub = await store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg)
+    try:
+        return await asyncio.wait_for(found, timeout)
+    finally:
+        await sub.unsubscribe()
+
 
 BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}
 """The session's system token (tests/conftest.py): the tracker checks tokens."""

@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster
 from contracts.events import JobRolledBack
 from muster.bus.connect import connect
-from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -32,7 +31,7 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 
-from .conftest import quick_demo_catalog
+from .conftest import first_record, quick_demo_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 TERMINATED = f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{subjects.TASKS_STREAM}.>"
@@ -77,18 +76,7 @@ async def bus(fresh_nats: str) -> AsyncIterator[Bus]:
 
 async def _first(bus: Bus, subject: str, kind: str, timeout: float = 30) -> Any:
     """The first event of `kind` on `subject` (from the start of the log)."""
-    found: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    async def on_msg(msg: Any) -> None:
-        r = recorded_from_msg(msg)
-        if r.type == kind and not found.done():
-            found.set_result(r)
-
-    sub = await bus.store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg)
-    try:
-        return await asyncio.wait_for(found, timeout)
-    finally:
-        await sub.unsubscribe()
+    return await first_record(bus.store, subject, lambda r: r.type == kind, timeout)
 
 
 class Terminations:

@@ -11,6 +11,7 @@ from typing import Any
 
 from planner_harness import Harness, published
 
+from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, PauseJob, ResumeJob
 from contracts.events import JobSucceeded, TaskQueued
 from contracts.tasks import TaskMessage
@@ -32,6 +33,19 @@ async def _create(h: Harness, nodes: int = 2) -> str:
 
 def _queued(h: Harness, job_id: str) -> list[TaskQueued]:
     return [r.event for r in h.job_records(job_id) if r.type == "TaskQueued"]
+
+
+def _closed_before_ended(h: Harness, job_id: str) -> None:
+    """Every follower ended unrun has its `StepClosed` on its attempt's subject, stored before its
+    end in the same save (docs/decisions/0058): a late copy of its segment cannot claim it."""
+    job = h.job(job_id)
+    ends = {(r.event.task_id, r.event.attempt): r.seq for r in h.job_records(job_id)
+            if r.type == "TaskAttemptFailed" and r.event.error in segments.UNRUN}
+    closed = {(r.event.task_id, r.event.attempt): r for r in h.log.records if r.type == "StepClosed"}
+    assert ends and set(closed) == set(ends)
+    for (task_id, attempt), r in closed.items():
+        assert r.subject == subjects.step_closed(job.tenant, job_id, task_id, attempt)
+        assert r.seq < ends[(task_id, attempt)]
 
 
 def _no_follower_alone(h: Harness, job_id: str, sent: list[TaskMessage]) -> None:
@@ -120,6 +134,7 @@ async def test_a_failed_steps_followers_end_without_using_an_attempt_and_go_with
     ended = [r.event for r in h.job_records(job_id) if r.type == "TaskAttemptFailed" and r.event.state == "cancelled"]
     assert sorted(e.task_id.split(".", 1)[1] for e in ended) == ["configure.base", "configure.base", "install.base", "install.base"]
     assert all(e.error == segments.STRANDED for e in ended)
+    _closed_before_ended(h, job_id)
     retries = [m for m in sent if m.action.value == "bootstrap" and m.attempt == 2]
     assert len(retries) == 2 and all([s.action.value for s in m.then] == ["install", "configure"] for m in retries)
     job = h.job(job_id)
@@ -269,6 +284,7 @@ async def test_a_timed_out_steps_followers_end_saying_they_may_still_run_late() 
     ended = [e for e in h.events(job_id, "TaskAttemptFailed") if e.state == "cancelled"]
     assert ended and {e.task_id for e in ended} == {s.task_id for s in late.then}
     assert all(e.error == segments.STRANDED_BY_TIMEOUT for e in ended)
+    _closed_before_ended(h, job_id)
     assert isinstance(h.final(job_id), JobSucceeded)
     job = h.job(job_id)
     view = job.view()

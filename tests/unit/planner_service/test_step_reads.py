@@ -93,6 +93,20 @@ async def test_steps_that_are_not_the_jobs_current_segment_are_stale_and_nothing
     assert await _ask(h, _query(head, create=head.attempt + 2)) is None  # (newer than it knows: not its to say)
 
 
+async def test_a_segment_whose_follower_the_planner_ended_unrun_is_stale() -> None:
+    """The confirms time out, their followers end unrun (decision 58), and the nodes' cleanups
+    have not run yet (the creates not queued again): a copy of the first segment delivered again
+    must not take it up after its finished create, claiming the confirm's followers late."""
+    h, head = await _mid_segment()
+    h.behaviour = lambda m: "silent" if m.action.value in ("confirm", "delete") else "succeed"
+    await h.clock.advance(h.config.task_timeout_s + 1)
+    await h.settle()
+    job = h.job(head.job_id)
+    assert job.attempts[head.task_id] == head.attempt and job.task_state[head.then[1].task_id] == "cancelled"
+    answer = await _ask(h, _query(head))
+    assert answer is not None and answer.outcomes == [] and "was ended unrun" in answer.stale
+
+
 async def test_with_segments_off_no_step_is_a_segments_and_nothing_is_read() -> None:
     h, create = await _mid_segment(segments=False)
     assert not create.then

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK, TERM
+from muster.ports.eventlog import ConcurrencyError, StepEnded
 from services.provisioner.domain.actions import Action, Answer, Claim, Read, Run, Store, StoreStep, WorkerConfig
 from services.provisioner.domain.core import WorkerCore, fold
 from services.provisioner.plugins.testing import make_task
@@ -158,3 +160,64 @@ def test_a_step_becomes_the_message_the_planner_would_have_sent_with_every_field
     # Every field given, none left to a default factory (pydantic's `model_construct` reads a
     # factory's signature from text at each call that needs it: dear, once a step).
     assert message.model_fields_set == set(TaskMessage.model_fields)
+
+
+def _first_step_done(core: WorkerCore, data: bytes | None = None) -> tuple[int, StoreStep, Claim]:
+    claim = _claim(core.delivered("t1", "r", data or _segment(), 1, 0.0))
+    core.claimed(claim.held, 0.0)
+    out = core.ran(claim.held, TaskOutcome(ok=True, result={"id": "vm-1"}), 0.1)
+    [step] = _only(out, StoreStep)
+    return claim.held, step, _claim(out)
+
+
+def test_a_steps_outcome_goes_only_while_the_planner_has_not_ended_the_next_step() -> None:
+    """docs/decisions/0058: the outcome stored with the next step's claim expects that step's
+    `StepClosed` subject empty (the planner writes it when it ends the step unrun), and the claim
+    names the outcome it goes with, so the writer refuses it with that outcome."""
+    core = _core()
+    _, step, nxt = _first_step_done(core)
+    tenant = _step("n1.confirm").tenant
+    assert step.append.step_fence == subjects.step_closed(tenant, "j", "n1.confirm", 1)
+    assert step.append.lane == "fence.j" and step.append.only_if_empty is None
+    assert nxt.append.follows == step.append.msg_id and nxt.append.only_if_empty == "fence.j"
+    assert nxt.append.lane is None  # (in the fence's lane by its own fence)
+
+
+def test_a_claim_refused_because_the_planner_ended_its_step_stops_the_segment_unrun() -> None:
+    """A late copy of a segment (its head timed out, or another copy's failure of this step was
+    taken first): the next step's claim is refused by its `StepClosed`; neither it nor the steps
+    after it run, and the delivery leaves the queue for good (the planner has moved on)."""
+    core = _core()
+    held, _, _ = _first_step_done(core)
+    out = core.claimed(held, 0.2, StepEnded("n1.confirm ended"), closed=True, ended=True)
+    assert not _only(out, Run) and not _only(out, Claim)
+    assert _only(out, Answer) == [Answer("r", TERM)]
+    assert core.idle and core.in_flight == 0 and core.ended == 1 and core.cancelled == 0
+
+
+def test_a_claim_refused_by_a_closed_cancel_fence_is_still_a_cancel() -> None:
+    core = _core()
+    held, _, _ = _first_step_done(core)
+    out = core.claimed(held, 0.2, ConcurrencyError("fence.j is closed"), closed=True)
+    assert _only(out, Answer) == [Answer("r", TERM)] and core.cancelled == 1 and core.ended == 0
+
+
+def test_a_segment_with_no_cancel_fence_sends_its_step_and_claim_in_the_steps_own_lane() -> None:
+    """A rollback's tasks carry no cancel fence: the outcome and the next claim still go as one
+    batch, in a lane named by the next step's `StepClosed` subject."""
+    head = _step("n1.create", "create", segment="n1.create.1", fence=None)
+    data = head.model_copy(update={"then": [_step("n1.confirm", "confirm", fence=None)]}).model_dump_json().encode()
+    _, step, nxt = _first_step_done(_core(), data)
+    assert step.append.lane == step.append.step_fence is not None
+    assert nxt.append.lane == step.append.lane and nxt.append.only_if_empty is None
+    assert nxt.append.follows == step.append.msg_id
+
+
+def test_the_last_steps_outcome_expects_nothing() -> None:
+    core = _core()
+    held, _, _ = _first_step_done(core)
+    core.claimed(held, 0.2)
+    core.ran(held, TaskOutcome(ok=True), 0.3)
+    [run] = _only(core.claimed(held, 0.4), Run)
+    [store] = _only(core.ran(held, TaskOutcome(ok=True), 0.5), Store)
+    assert run.task.task_id == "n1.bootstrap" and store.append.step_fence is None

@@ -1,0 +1,126 @@
+"""The log writer's lane with segment steps (docs/decisions/0058, decision 50 amended), on a fake
+of the server's expectation check: a refusal (10071) that may be a step's end or the cancel
+fence is sorted out, no claim is ever sent without its cancel fence, and a batch that lands
+costs one round trip. (tests/integration/bus/test_step_fence.py: the same on a real server.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from contracts.events import TaskClaimed, TaskSucceeded
+from contracts.records import H_EXPECT, Append
+from muster.bus.appends import LogWriter
+from muster.ports.eventlog import ConcurrencyError, StepEnded
+
+FENCE, CLOSED = "evt.job.j.claims.0", "evt.job.j.steps.n1~confirm.1"
+
+
+class FakeServer:
+    """Stores messages by subject; refuses a single publish or an atomic batch whose message
+    expects a subject's last sequence it does not have (each checked as the batch's earlier
+    messages left the stream), as nats-server answers: one error for the batch, 10071."""
+
+    def __init__(self) -> None:
+        self.stored: list[tuple[str, dict[str, str]]] = []
+        self.round_trips = 0
+        self.sent: list[tuple[str, dict[str, str]]] = []
+        self._batch: list[tuple[str, dict[str, str]]] = []
+        self.ready = True
+
+    def last(self, subject: str) -> int:
+        return max((i + 1 for i, (s, _) in enumerate(self.stored) if s == subject), default=0)
+
+    async def start(self) -> None:
+        return None
+
+    def send(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
+        self.sent.append((subject, dict(headers)))
+        self._batch.append((subject, dict(headers)))
+
+    def future(self, subject: str, data: bytes, headers: dict[str, str], timeout: float, now: bool = False) -> asyncio.Future[bytes]:
+        self.sent.append((subject, dict(headers)))
+        self.round_trips += 1
+        batch, self._batch = [*self._batch, (subject, dict(headers))], []
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        staged = list(self.stored)
+        for s, h in batch:
+            on = h.get(H_EXPECT + "-Subject", s)
+            if H_EXPECT in h and max((i + 1 for i, (t, _) in enumerate(staged) if t == on), default=0) != int(h[H_EXPECT]):
+                answer.set_result(json.dumps({"error": {"err_code": 10071, "description": "wrong last sequence"}}).encode())
+                return answer
+            staged.append((s, h))
+        self.stored = staged
+        answer.set_result(json.dumps({"seq": len(self.stored)}).encode())
+        return answer
+
+
+class _Writer(LogWriter):
+    """The writer on the fake server instead of a connection's publisher."""
+
+    server: FakeServer
+
+    @property
+    def publisher(self) -> Any:
+        return self.server
+
+
+def _writer(server: FakeServer) -> LogWriter:
+    writer = _Writer(None, None, None, 1.0, group_commit=True)  # type: ignore[arg-type]  # (no connection: the fake)
+    writer.server = server
+    return writer
+
+
+def _step(writer: LogWriter, done: str = "n1.create", nxt: str = "n1.confirm") -> tuple[asyncio.Future[int], asyncio.Future[int]]:
+    closed = f"evt.job.j.steps.{nxt.replace('.', '~')}.1"
+    outcome = Append(TaskSucceeded(job_id="j", task_id=done, attempt=1, provisioner="p", worker="p/w0"),
+                     msg_id=f"{done}.outcome", lane=FENCE, step_fence=closed)
+    claim = Append(TaskClaimed(job_id="j", task_id=nxt, attempt=1, provisioner="p", worker="p/w0"),
+                   msg_id=f"{nxt}.claim", only_if_empty=FENCE, follows=outcome.msg_id)
+    return writer.submit(f"evt.task.{done}", outcome), writer.submit(f"evt.task.{nxt}", claim)
+
+
+def _claims_sent_unfenced(server: FakeServer) -> list[str]:
+    return [s for s, h in server.sent if "claim" in h.get("Nats-Msg-Id", "") and h.get(H_EXPECT + "-Subject") != FENCE]
+
+
+def _other_claim(writer: LogWriter) -> asyncio.Future[int]:
+    other = Append(TaskClaimed(job_id="j", task_id="n2.create", attempt=1, provisioner="p", worker="p/w1"),
+                   msg_id="n2.create.claim", only_if_empty=FENCE)
+    return writer.submit("evt.task.n2.create", other)
+
+
+async def test_a_step_and_its_claim_that_land_cost_one_round_trip() -> None:
+    server = FakeServer()
+    writer = _writer(server)
+    stored, claimed = await asyncio.gather(*_step(writer))
+    assert (stored, claimed) == (1, 2) and server.round_trips == 1
+
+
+async def test_a_refusal_by_a_steps_end_refuses_that_claim_only_and_stores_the_outcome() -> None:
+    server = FakeServer()
+    server.stored.append((CLOSED, {}))  # the planner ended n1.confirm
+    writer = _writer(server)
+    outcome, claim = _step(writer)
+    other = _other_claim(writer)
+    got: list[Any] = list(await asyncio.gather(outcome, claim, other, return_exceptions=True))
+    assert isinstance(got[1], StepEnded) and isinstance(got[0], int) and isinstance(got[2], int)
+    assert sorted(s for s, _ in server.stored) == sorted([CLOSED, "evt.task.n1.create", "evt.task.n2.create"])
+    assert _claims_sent_unfenced(server) == []  # (decision 50: never a claim without its cancel fence)
+
+
+async def test_a_refusal_by_the_cancel_fence_still_refuses_every_claim_as_cancelled() -> None:
+    server = FakeServer()
+    server.stored.append((FENCE, {}))  # the job's cancel closed its fence
+    writer = _writer(server)
+    outcome, claim = _step(writer)
+    other = _other_claim(writer)
+    got: list[Any] = list(await asyncio.gather(outcome, claim, other, return_exceptions=True))
+    assert isinstance(got[0], int)
+    for refused in got[1:]:
+        assert isinstance(refused, ConcurrencyError) and not isinstance(refused, StepEnded)
+    assert [s for s, _ in server.stored] == [FENCE, "evt.task.n1.create"]
+    assert _claims_sent_unfenced(server) == []
+    # The batch, the outcome alone with its step fence (stored), the claims again (refused).
+    assert server.round_trips == 3
