@@ -16,6 +16,21 @@ from .test_operate import person, sign_in
 LONG = 90_000
 
 
+def check_then_approve(page: Any, comment: str) -> None:
+    """On a waiting job's page: Check first (what an approval now would find, nothing decided:
+    decision 42), then Approve with `comment`; the job runs to its end, and the page is loaded
+    again."""
+    page.get_by_test_id("check").click()
+    expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
+    expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
+    expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
+    page.get_by_test_id("decision-comment").fill(comment)
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("decision-said")).to_have_text("approved")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.reload()
+
+
 def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, page: Any) -> None:
     at = ["--data-dir", str(muster.data_dir)]
     # Only clusters named gated-*: the package's other tests share the tenant.
@@ -33,15 +48,7 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     expect(approval).to_contain_text("gated")
     page.wait_for_function("window.musterGraphReady > 0")  # the plan that runs once approved
     assert page.locator("#tasks tbody tr").count() > 5
-    page.get_by_test_id("check").click()  # what an approval now would find; nothing decided (decision 42)
-    expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
-    expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
-    expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
-    page.get_by_test_id("decision-comment").fill("looks right")
-    page.get_by_test_id("approve").click()
-    expect(page.get_by_test_id("decision-said")).to_have_text("approved")
-    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
-    page.reload()
+    check_then_approve(page, "looks right")
     expect(page.get_by_test_id("approval-decision")).to_contain_text("approved by")
     expect(page.get_by_test_id("approval-decision")).to_contain_text("looks right")
 
@@ -120,13 +127,7 @@ def test_the_requester_approves_its_own_job_when_every_rule_that_matched_allows_
         page.goto(f"/ui/jobs/{own}")
         expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
         expect(page.get_by_test_id("approval-own")).to_have_count(0)
-        page.get_by_test_id("check").click()
-        expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
-        page.get_by_test_id("decision-comment").fill("mine, and the rule lets me")
-        page.get_by_test_id("approve").click()
-        expect(page.get_by_test_id("decision-said")).to_have_text("approved")
-        expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
-        page.reload()
+        check_then_approve(page, "mine, and the rule lets me")
         expect(page.get_by_test_id("approval-decision")).to_contain_text(f"approved by {asker}: “mine, and the rule lets me”")
     finally:
         for rule in ("self-ok", "self-ok-not-mixed"):
