@@ -353,6 +353,9 @@ class MemorySpend:
         """Reservations asked for (`put_if`)."""
         self.before_put_if: Callable[[], Awaitable[None]] | None = None
         """Run inside `put_if` before its check (tests: another planner's write in that moment)."""
+        self.held_back: BaseException | None = None
+        """Raised by plain writes only (tests: a planner's background write that has not landed
+        yet, while its fenced ones do)."""
 
     def known(self) -> dict[str, dict[str, Any]]:
         return self.values
@@ -360,6 +363,11 @@ class MemorySpend:
     async def put(self, name: str, spend: Mapping[str, Any]) -> None:
         if self.fail is not None:
             raise self.fail
+        if self.held_back is not None:
+            raise self.held_back
+        self._store(name, spend)
+
+    def _store(self, name: str, spend: Mapping[str, Any]) -> None:
         self.writes += 1
         self.values[name], self.revisions[name] = dict(spend), self.writes
 
@@ -374,7 +382,7 @@ class MemorySpend:
             raise self.fail
         if self.revision(tenant) != last:
             return self.revision(tenant)
-        await self.put(name, spend)
+        self._store(name, spend)
         return None
 
     async def caught_up(self, tenant: str, last: int, timeout: float) -> None:

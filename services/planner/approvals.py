@@ -33,7 +33,7 @@ from .domain.job import Job
 from .domain.operations import operation_of
 from .domain.saga import Effects
 from .execution import Execution
-from .governance import Governance, digest_of
+from .governance import Governance, Judgement, digest_of
 from .previews import Previews, shown_thrown_in
 from .state import PlannerState
 
@@ -72,8 +72,11 @@ class Approvals:
             job.decide(True, by, cmd.comment, cmd.request_id)
             await self._end(job, cluster, problem)
             return Rejected(reason=f"approved, but {problem}", code="conflict")
-        # The policies as they are now (decision 42): the approver decides now, on the tenant as it is now.
-        judgement = await self.governance.again(job, facts, cluster, preview)
+        try:
+            judgement = await self._judged(job, facts, cluster, preview)
+        except BaseException:
+            self.arm(job)  # nothing decided (sent again, or the board away): its expiry stands
+            raise
         job.decide(True, by, cmd.comment, cmd.request_id, cost=judgement.cost)
         if judgement.verdict.denied:
             reason = await self.governance.deny_approval(job, by, judgement)
@@ -83,6 +86,25 @@ class Approvals:
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, warnings=news)
+
+    async def _judged(self, job: Job, facts: Facts, cluster: Cluster, preview: Any) -> Judgement:
+        """The policies as they are now (decision 42): the approver decides now, on the tenant as
+        it is now. Of a tenant whose policies read its totals, fenced as an admission is
+        (decision 44, "An approval is fenced too"): its shard's entry written again, with the
+        job's hold, only if no other planner wrote the tenant's spend since the judgement read
+        it; else judged again on what that planner wrote."""
+        rules = await self.governance.load(job.tenant)
+        shared = self.governance.shared
+        if shared is None or not rules.spends:
+            return await self.governance.again(job, facts, cluster, preview, rules)
+
+        async def judge() -> Judgement:
+            return await self.governance.again(job, facts, cluster, preview, rules)
+
+        async def confirm(judgement: Judgement) -> int | None:
+            return None if judgement.verdict.denied else await shared.confirm(job, judgement.seen)
+
+        return await shared.fenced(job.tenant, judge, confirm)
 
     async def _again(self, job: Job, cluster: Cluster, by: str) -> tuple[Facts, Any, str]:
         """The recorded plan derived again, and why it cannot run as approved ('' = it can)."""

@@ -157,12 +157,12 @@ class Governance:
         # rejected: expand denied by the tenant's policies: ...").
         raise Refused(f"the tenant's policies deny it: {reasons}", code="forbidden")
 
-    async def again(self, job: Job, facts: Facts, after: Cluster, preview: Any) -> Judgement:
+    async def again(self, job: Job, facts: Facts, after: Cluster, preview: Any, rules: Rules | None = None) -> Judgement:
         """The tenant's policies as they are now on the plan being approved (decision 42): with
         the tenant as it is now (the clusters approved meanwhile count), at the catalog's prices
         now, at this moment (a freeze window that began meanwhile), for the requester. The
-        approval rules are not asked again: this is their approval."""
-        rules = await self.load(job.tenant)
+        approval rules are not asked again: this is their approval. `rules`: as loaded already."""
+        rules = rules or await self.load(job.tenant)
         catalog, _ = await self.state.current_catalog(job.tenant, refresh=True)
         return await self.judge(Rules(policies=rules.policies), replace(facts, catalog=catalog), job.requested_by or "",
                                 facts.cluster, after, preview.target, [t.action.value for t in preview.plan.tasks])

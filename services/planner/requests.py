@@ -60,7 +60,7 @@ from .governance import Governance, Judgement, Rules, digest_of
 from .messages import OperationAnswer, RequestContext, parse
 from .ports import AdmissionCheck, CallbackCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
-from .spend import SharedSpend
+from .spend import Contested, SharedSpend
 from .state import PlannerState
 
 
@@ -71,15 +71,6 @@ class Moved(Refused):
 
     def __init__(self, cluster_id: str) -> None:
         super().__init__(f"cluster {cluster_id!r} moved to another planner just now; send the request again")
-
-class Contested(Refused):
-    """Another planner's admission for the same tenant changed its spend while this one was
-    judged, again each time it was judged again (`Requests.JUDGED`): sent again, it is judged
-    on what both admitted (decision 44, "Strict")."""
-
-    def __init__(self, tenant: str) -> None:
-        super().__init__(f"tenant {tenant}'s spend changed on another planner while this request was judged against its "
-                         "policies; send the request again")
 
 
 log = structlog.get_logger("muster.planner")
@@ -123,11 +114,6 @@ def _difference(first: dict[str, Any], again: dict[str, Any]) -> str:
 
 
 class Requests:
-    JUDGED = 3
-    """Judgements of one request whose reservation another planner's write got ahead of, at most."""
-    CATCH_UP_S = 2.0
-    """How long a judged-again request waits for the other planner's write to reach it."""
-
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
                  solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None,
@@ -451,23 +437,19 @@ class Requests:
         if not rules.active or preview is None:
             return None
         shared = self.governance.shared
-        for _ in range(self.JUDGED):
-            if shared is None or not rules.spends:
-                return await self._judged_once(rules, facts, by, before, after, preview)
-            # Strict across planners (decision 44): what the job adds is held in its shard's
-            # entry, written only if no other planner changed the tenant's spend meanwhile.
-            async with shared.writing:
-                judgement = await self._judged_once(rules, facts, by, before, after, preview)
-                last = await shared.reserve(facts.tenant, str(after.id), after.provider,
-                                            [n.hardwaretype for n in preview.target], judgement.seen)
-            if last is None:
-                return judgement
-            log.info("tenant's spend changed while judged; judging again", tenant=facts.tenant, job=facts.job_id, at=last)
-            try:
-                await shared.board.caught_up(facts.tenant, last, self.CATCH_UP_S)
-            except TimeoutError:
-                break
-        raise Contested(facts.tenant)
+        if shared is None or not rules.spends:
+            return await self._judged_once(rules, facts, by, before, after, preview)
+
+        # Strict across planners (decision 44): what the job adds is held in its shard's
+        # entry, written only if no other planner changed the tenant's spend meanwhile.
+        async def judge() -> Judgement:
+            return await self._judged_once(rules, facts, by, before, after, preview)
+
+        async def reserve(judgement: Judgement) -> int | None:
+            return await shared.reserve(facts.tenant, str(after.id), after.provider, [n.hardwaretype for n in preview.target],
+                                        judgement.seen)
+
+        return await shared.fenced(facts.tenant, judge, reserve)
 
     async def _judged_once(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster,
                            preview: Preview) -> Judgement:

@@ -17,7 +17,8 @@ Strict (decision 44, "Strict"): a cluster whose job is admitted and not ended co
 what the job makes of it (`spend.at_least`: the job's nodes), so a job holds its room from its
 admission to its end, in its shard's own entry. A governed admission of a tenant whose policies
 read its totals writes that entry first (`reserve`), only if none of the tenant's keys changed
-since its judgement read them; otherwise it is judged again. The hold is derived state: from
+since its judgement read them; otherwise it is judged again. An approval of such a tenant's job
+writes it again the same way (`confirm`, session 29). The hold is derived state: from
 the jobs in memory, rebuilt from the log with the shard (an admission whose job never reached
 the log holds nothing once its key is written again).
 """
@@ -26,19 +27,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 import structlog
 
 from contracts.layout import NodeSpec
 
 from .domain import spend
+from .domain.admission import Refused
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .ports import Shards, SpendBoard
 
 log = structlog.get_logger("muster.planner")
 RETRY_S = (0.25, 5.0)
+JUDGED = 3
+"""Judgements of one request whose fenced write another planner's write got ahead of, at most."""
+CATCH_UP_S = 2.0
+"""How long a request judged again waits for the other planner's write to reach it."""
+
+
+class Contested(Refused):
+    """Another planner changed the tenant's spend while this request was judged, again each
+    time it was judged again (`JUDGED`): sent again, it is judged on what both wrote (decision
+    44, "Strict")."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(f"tenant {tenant}'s spend changed on another planner while this request was judged against its "
+                         "policies; send the request again")
+
+
+J = TypeVar("J")
+"""A judgement (`governance.Judgement`)."""
 
 
 class SharedSpend:
@@ -130,6 +151,42 @@ class SharedSpend:
         if value == before:
             return None
         return await self.board.put_if(name, value, tenant, seen)
+
+    async def confirm(self, job: Job, seen: int) -> int | None:
+        """An approval of `job` (decision 44, "An approval is fenced too"): its shard's entry
+        written again as it is, the job's hold in it, only if none of the tenant's keys changed
+        since revision `seen` (its judgement's). The write moves the tenant's revision even when
+        the value is the same, so of two approvals (or an approval and an admission) judged on
+        the same revision, one lands and the other is judged again on what the first wrote. None:
+        written, or nothing to fence (the job holds nothing its cluster does not count already:
+        a shrink, a delete); else the revision to judge again past."""
+        cluster = self.clusters.get(job.cluster_id)
+        if cluster is None or not self.holds(cluster):
+            return None
+        counted = spend.of_clusters([(cluster.provider, [n.hardwaretype for n in cluster.nodes.values()])])
+        if self._cluster(cluster) == counted:
+            return None
+        shard = self.shards.shard_of(job.cluster_id)
+        return await self.board.put_if(spend.key(job.tenant, shard), self.of(job.tenant, shard), job.tenant, seen)
+
+    async def fenced(self, tenant: str, judge: Callable[[], Awaitable[J]], write: Callable[[J], Awaitable[int | None]]) -> J:
+        """`judge` the request, then `write` its shard's entry fenced on the revision it read
+        (`reserve`, `confirm`): a judgement another planner's write got ahead of is judged
+        again once the watch brought that write, at most `JUDGED` times (`Contested`). Holds
+        `writing` from the judgement to the write: this planner's own background write in
+        between would only make it judge again."""
+        for _ in range(JUDGED):
+            async with self.writing:
+                judgement = await judge()
+                last = await write(judgement)
+            if last is None:
+                return judgement
+            log.info("tenant's spend changed while judged; judging again", tenant=tenant, at=last)
+            try:
+                await self.board.caught_up(tenant, last, CATCH_UP_S)
+            except TimeoutError:
+                break
+        raise Contested(tenant)
 
     def release(self, cluster_id: str) -> None:
         """The admission is over: its job, if recorded, holds from the jobs in memory now."""

@@ -16,6 +16,21 @@ from .test_operate import person, sign_in
 LONG = 90_000
 
 
+def check_then_approve(page: Any, comment: str) -> None:
+    """On a waiting job's page: Check first (what an approval now would find, nothing decided:
+    decision 42), then Approve with `comment`; the job runs to its end, and the page is loaded
+    again."""
+    page.get_by_test_id("check").click()
+    expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
+    expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
+    expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
+    page.get_by_test_id("decision-comment").fill(comment)
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("decision-said")).to_have_text("approved")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.reload()
+
+
 def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, page: Any) -> None:
     at = ["--data-dir", str(muster.data_dir)]
     # Only clusters named gated-*: the package's other tests share the tenant.
@@ -33,15 +48,7 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     expect(approval).to_contain_text("gated")
     page.wait_for_function("window.musterGraphReady > 0")  # the plan that runs once approved
     assert page.locator("#tasks tbody tr").count() > 5
-    page.get_by_test_id("check").click()  # what an approval now would find; nothing decided (decision 42)
-    expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
-    expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
-    expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
-    page.get_by_test_id("decision-comment").fill("looks right")
-    page.get_by_test_id("approve").click()
-    expect(page.get_by_test_id("decision-said")).to_have_text("approved")
-    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
-    page.reload()
+    check_then_approve(page, "looks right")
     expect(page.get_by_test_id("approval-decision")).to_contain_text("approved by")
     expect(page.get_by_test_id("approval-decision")).to_contain_text("looks right")
 
@@ -89,3 +96,39 @@ def test_the_requester_is_not_offered_approve_and_told_who_decides(muster: Muste
         expect(page.get_by_test_id("approval-decision")).to_contain_text("approved by approver-")
     finally:
         muster.cli("rule", "delete", "not-mine", *at)
+
+
+def test_the_requester_approves_its_own_job_when_every_rule_that_matched_allows_it(muster: Muster, page: Any) -> None:
+    """The other side of the test above (session 28 reasoned it, none walked it): a rule with
+    `--allow-self-approval` lets the requester decide, so its page offers Check first and Approve,
+    and the approval goes through to the job's end. A second rule that matched and does not allow
+    it takes that away again: every rule must."""
+    at = ["--data-dir", str(muster.data_dir)]
+    asker = f"self-{uuid.uuid4().hex[:6]}"
+    token = json.loads(muster.cli("user", "create", asker, "--tenant", "default", "--json", *at).stdout)["token"]
+    for permission, scope in (("write", "cluster:*"), ("approve", "cluster:*"), ("read", "catalog:*")):
+        muster.cli("grant", asker, permission, "--scope", scope, "--tenant", "default", *at)
+    muster.cli("rule", "add", "self-ok", "-o", "create", "--cluster", "self-ok-*", "--allow-self-approval", "--expires", "1h", *at)
+    muster.cli("rule", "add", "self-ok-not-mixed", "-o", "create", "--cluster", "self-ok-mixed-*", "--expires", "1h", *at)
+    as_asker = {"MUSTER_TOKEN": token}
+    try:
+        made = [json.loads(muster.cli("cluster", "create", name, "-t", "tiny-small", "-n", "1", "--json", *at, env=as_asker).stdout.splitlines()[0])
+                for name in ("self-ok-1", "self-ok-mixed-1")]
+        assert all(m["type"] == "Accepted" and "waits for approval" in m["warnings"][0] for m in made), made
+        own, mixed = (m["job_id"] for m in made)
+
+        sign_in(page, token, f"/ui/jobs/{mixed}")  # both rules matched, one of them forbids it
+        expect(page.get_by_test_id("approval")).to_contain_text("self-ok-not-mixed")
+        expect(page.get_by_test_id("approval-own")).to_contain_text("Waiting for another approver: you requested it")
+        expect(page.get_by_test_id("approve")).to_have_count(0)
+        page.get_by_test_id("reject").click()  # its requester may always reject it
+        expect(page.get_by_test_id("decision-said")).to_have_text("rejected")
+
+        page.goto(f"/ui/jobs/{own}")
+        expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
+        expect(page.get_by_test_id("approval-own")).to_have_count(0)
+        check_then_approve(page, "mine, and the rule lets me")
+        expect(page.get_by_test_id("approval-decision")).to_contain_text(f"approved by {asker}: “mine, and the rule lets me”")
+    finally:
+        for rule in ("self-ok", "self-ok-not-mixed"):
+            muster.cli("rule", "delete", rule, *at)

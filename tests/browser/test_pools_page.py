@@ -52,6 +52,24 @@ async def _until_in_line(url: str, token: str, pool: str, job_id: str) -> None:
         await nc.close()
 
 
+def test_with_no_pool_made_a_pool_page_says_how_one_is_made_its_command_as_code(muster: Muster, page: Any) -> None:
+    """Walk of session 28: the answer shared with `muster pool show` and GET /v1/pools/{pool}
+    marks its command with backticks, and the console showed them as they are. First in this
+    file, which alone makes pools in the package (`--dist loadfile` keeps a file on one worker)."""
+    page.goto("/ui/pools")
+    expect(page.get_by_test_id("no-pools")).to_be_visible()  # else a pool was made before this test
+    answer = page.goto("/ui/pools/lab-none")
+    assert answer is not None and answer.status == 404
+    said = page.get_by_test_id("error")
+    expect(said).to_have_text("There is no pool lab-none: there are no pools yet (muster pool add-hosts NAME FILE makes one).")
+    expect(said.locator("code")).to_have_text("muster pool add-hosts NAME FILE")
+    expect(page.get_by_test_id("pools")).to_have_count(0)  # no empty table under it
+    # Not by the console alone: what a terminal shows keeps its backticks, the way commands are
+    # marked in every answer of the CLI.
+    shown = muster.cli("pool", "show", "lab-none", "--data-dir", str(muster.data_dir), check=False)
+    assert shown.returncode == 2 and "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)" in shown.stderr, shown
+
+
 def test_a_pool_page_shows_hosts_their_holders_and_the_line_in_policy_order(muster: Muster, page: Any,
                                                                           tmp_path: Path) -> None:
     hosts = [{"id": f"h{i}", "address": f"10.9.0.{i}", "host_keys": [KEY], "cpu": 8, "memory": "16G", "labels": ["ssd"]}

@@ -8,6 +8,7 @@ files of this package (static/); nothing is fetched from elsewhere.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from markupsafe import Markup, escape
 
 from contracts.layout import Layout
 from muster.durations import spoken
@@ -50,6 +52,17 @@ def _seconds(value: Any) -> str:
     return f"{s / size:.1f}".removesuffix(".0") + f" {unit}"
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def _code_spans(text: Any) -> Markup:
+    """A message the bus or the API also says (a refusal, "there are no pools yet (`muster pool
+    add-hosts NAME FILE` makes one)"), its backticks as <code>: they are the CLI's and the JSON's
+    way of marking a command, and a page showed them literally. Escaped first, so only the spans
+    are markup."""
+    return Markup(_CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", str(escape(text))))
+
+
 def _duration(start: str | None, end: str | None) -> str:
     if not start or not end:
         return ""
@@ -65,7 +78,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     kit.TRACKER_KEY = tracker_key
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
-    env.filters.update(short=_short, seconds=_seconds, rate=rate, spoken=spoken)
+    env.filters.update(short=_short, seconds=_seconds, rate=rate, spoken=spoken, code_spans=_code_spans)
     env.globals.update(no_lease_end=NO_LEASE_END, duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost)
     if auth is not None:
         app[CONSOLE_AUTH] = auth

@@ -6,7 +6,8 @@ the whole budget again on every planner.
 
 Strict (decision 44, "Strict"): two `muster planner` processes, two creates each of which fills
 the budget sent at the same moment, one to each: one is admitted, the other refused. Before,
-each was judged before the other was counted anywhere, and both were admitted."""
+each was judged before the other was counted anywhere, and both were admitted. Two approvals at
+the same moment are fenced the same way (session 29)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected
+from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected
 from contracts.events import JobSucceeded
 from contracts.governance import GovernancePut
 from contracts.records import Append
@@ -144,6 +145,54 @@ async def test_an_expand_waiting_for_its_approver_holds_its_nodes_on_the_other_p
     key = f"default.{shard_of(first.cluster_id, SHARDS)}"
     await board.seen(key, lambda v: spend.node_count(v) == 5, 10)  # planner-b counts the 5 the expand holds
 
+
+
+async def test_two_approvals_at_once_on_two_planners_are_not_both_approved_past_the_budget(
+        two: tuple[MusterClient, EventStore, dict[str, Planner]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decision 44, "An approval is fenced too": two creates waiting for approvers, one on each
+    planner's shards, admitted before the budget policy; neither planner's board knows the
+    other's hold (each planner's background write refused, as by a bus away for a moment: the
+    window between a job's save and its hold reaching the others, held open). Approved at the
+    same moment, each was judged on its own planner's clusters alone, and both were approved."""
+    client, store, planners = two
+    boards: list[NatsSpend] = []
+    for planner in planners.values():
+        assert planner.spend is not None and isinstance(planner.spend.board, NatsSpend)
+        boards.append(planner.spend.board)
+
+    async def refused(name: str, value: object) -> None:
+        raise ConnectionError("the background write held back by the test")
+
+    for board in boards:
+        monkeypatch.setattr(board, "put", refused)  # the fenced writes (`put_if`) are not held back
+    subject = subjects.governance_events("default", "rule", "big")
+    await store.append(subject, [Append(GovernancePut(kind="rule", name="big", by="ada", version=1,
+                                                      entity={"name": "big", "min_nodes": 3, "allow_self_approval": True}),
+                                        msg_id=f"{subject}:1")])
+    waiting = []
+    for n, planner in enumerate(planners.values()):
+        rid = _request_on(planner, 100 * n)
+        made = await client.request(CreateCluster(name=f"waits-{n}", template="hadoop-small", nodes=4, request_id=rid), tenant="default")
+        assert isinstance(made, Accepted) and any("waits for approval" in w for w in made.warnings), made
+        waiting.append(made)
+    asked = await client.request(CreateCluster(name="probe", template="hadoop-small", nodes=4, dry_run=True), tenant="default")
+    assert isinstance(asked, DryRun) and asked.cost is not None and asked.cost["per_hour"] > 0, asked
+    subject = subjects.governance_events("default", "policy", "tenant_budget")
+    source = BUDGET.replace("budget := 5", f"budget := {asked.cost['per_hour'] * 1.5}")  # one fits, two do not
+    await store.append(subject, [Append(GovernancePut(kind="policy", name="tenant_budget", by="ada", version=1,
+                                                      entity={"name": "tenant_budget", "source": source}), msg_id=f"{subject}:1")])
+    assert all(spend.node_count(v) == 0 for b in boards for v in b.known().values())  # neither hold was shared
+
+    replies = await asyncio.gather(*(client.request(ApproveJob(job_id=w.job_id), tenant="default") for w in waiting))
+    approved = [r for r in replies if isinstance(r, Accepted)]
+    refused_ = [r for r in replies if isinstance(r, Rejected)]
+    assert len(approved) == 1 and len(refused_) == 1, replies
+    assert refused_[0].code == "forbidden" and "its budget is" in refused_[0].reason, refused_[0]
+    monkeypatch.undo()  # the background writes land (tried again within 5 s): 4 nodes in all, the refused job's none
+    kept = next(w for w in waiting if w.job_id == approved[0].job_id)
+    for board in boards:
+        await board.seen(f"default.{shard_of(kept.cluster_id, SHARDS)}", lambda v: spend.node_count(v) == 4, 15)
+    assert all(spend.node_count(spend.total(v for k, v in b.known().items() if k.startswith("default."))) == 4 for b in boards)
 
 PROCESSES = ("planner-1", "planner-2")
 ROUNDS = 4

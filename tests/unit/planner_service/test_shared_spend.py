@@ -12,7 +12,7 @@ from pathlib import Path
 from planner_harness import Harness, OwnedWhere, demo_catalog
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected, RejectJob
+from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExpandCluster, Rejected, RejectJob
 from contracts.governance import GovernancePut
 from muster.ports.eventlog import Append
 from muster.ports.memory import MemoryEventLog, MemorySpend
@@ -309,3 +309,28 @@ async def test_a_job_admitted_before_the_tenant_s_first_budget_policy_holds_its_
     await pair.settle()
     assert pair.board.values["default.0"] == {"clusters": 1, "nodes": {"sim": {"small": 2}}}
     assert isinstance(await pair.create(1, nodes=2), Accepted)  # its end released it
+
+
+async def test_two_approvals_at_once_on_two_planners_are_fenced_and_the_second_is_judged_again() -> None:
+    """Decision 44 did not promise it ("Not promised" until session 29): an approval judged the
+    tenant on the board as it was, unfenced. Two jobs waiting for approvers on two planners,
+    neither's hold on the board yet (their planners' background writes not landed), approved at
+    once: each planner counted its own and not the other's, and both were approved, the tenant at
+    twice its budget. Now each approval writes its shard's entry fenced on the revision it read:
+    one lands, the other is judged again on it and refused by the policy."""
+    pair = Pair()
+    await rule(pair)
+    pair.board.held_back = ConnectionError("not landed yet")
+    waiting = [await pair.create(0), await pair.create(1)]
+    assert all(isinstance(w, Accepted) and any("waits for approval" in x for x in w.warnings) for w in waiting), waiting
+    await budget_for_one(pair)
+    assert pair.board.values == {}  # neither planner sees the other's waiting job
+    replies = list(await asyncio.gather(*(pair.planners[shard].send(ApproveJob(job_id=w.job_id), principal="apo")  # type: ignore[attr-defined]
+                                          for shard, w in enumerate(waiting))))
+    assert len(admitted(replies)) == 1, replies
+    refused = [r for r in replies if isinstance(r, Rejected)]
+    assert len(refused) == 1 and refused[0].code == "forbidden", refused
+    assert "approved by apo, but the tenant's policies deny it now" in refused[0].reason and "its budget is" in refused[0].reason
+    pair.board.held_back = None
+    await pair.settle()
+    assert spend.node_count(spend.total(pair.board.values.values())) == 3  # the approved job's nodes; the refused one's gone
