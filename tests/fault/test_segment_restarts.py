@@ -83,7 +83,14 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
         assert all(r.event.attempt == 1 for r in queued), "a task was queued again"
         assert [(p, d) for p, _, d in claims[step]] == [(victim, 1), (survivor, 2)], claims[step]
         assert outcomes[step] == [(survivor, claim.event.attempt)] and outcomes[before] == [(victim, 1)], (outcomes[step], outcomes[before])
-        assert {t: len(c) for t, c in claims.items() if len(c) != 1} == {step: 2}
+        # Any other task claimed twice was the victim's too (the kill may catch it holding
+        # another segment's step just claimed, which the test cannot hold back): claimed by it,
+        # then run by the survivor, once (test-long met one: n1001.install.yarn-nodemanager).
+        twice = {t: c for t, c in claims.items() if len(c) != 1}
+        assert step in twice, twice
+        for task, held in twice.items():
+            assert [p for p, _, _ in held] == [victim, survivor], (task, held)
+            assert [p for p, _ in outcomes[task]] == [survivor], (task, outcomes[task])
 
         # The survivor asked the new planner, and was answered at the first ask: it started
         # after the step before, which the new planner read from the log for it.
@@ -98,7 +105,7 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
 
         report = await fs.check()
         report.assert_ok()
-        assert not report.timed_out and report.overlapping == 0 and report.late_results == 0 and report.redelivered == 1
+        assert not report.timed_out and report.overlapping == 0 and report.late_results == 0 and report.redelivered == len(twice)
 
 
 TTL_S = 8.0
