@@ -204,8 +204,12 @@ async def test_a_stale_segment_delivered_again_is_ended_unrun(tmp_path: Path, mo
         assert [(e.attempt, e.state) for e in timed_out] == [(claim.event.attempt, "timed_out")], timed_out
         claims, outcomes = sf.runs(story)
         survivor = next(p for p in ("prov-1", "prov-2") if p != victim)
+        # (Any other segment ended so is the victim's too: the kill may catch it holding another
+        # step just claimed, which times out and runs again as well; CI met one.)
         ended = sf.said(fs, sf.process(survivor), sf.ENDED_STALE)
-        assert [(r["job"], r["task"]) for r in ended] == [(job, head)], ended
+        assert all(r["job"] == job and "is not its latest" in r["why"] for r in ended), ended
+        ended = [r for r in ended if r["task"] == head]
+        assert len(ended) == 1, ended
         assert f"{step}'s attempt {claim.event.attempt} is not its latest" in ended[0]["why"], ended
         assert advisory.get("deliveries", 0) >= 2, advisory
         # The stale delivery ran nothing: the step's old attempt was claimed by the victim only,
