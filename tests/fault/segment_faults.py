@@ -13,6 +13,7 @@ from contracts.events import TaskQueued
 from muster.bus.eventstore import EventStore, Recorded
 
 from .harness import FaultStack, demo_catalog
+from .invariants import Report
 
 T = "default"
 SLOW_START_MS = "1500"
@@ -97,3 +98,14 @@ async def queue_empty(fs: FaultStack) -> None:
     """No task message is left in the queue: every segment's delivery was settled for good."""
     info = await fs.conn.jetstream().stream_info(subjects.TASKS_STREAM)
     assert info.state.messages == 0, f"{info.state.messages} task messages left in the queue"
+
+
+async def settled(fs: FaultStack, summary: str) -> Report:
+    """What every scenario ends with: no permission violation on `.steps`, no task message left,
+    its summary printed, and the invariants over the whole log (the report for its own checks)."""
+    no_violations_on_steps(fs)
+    await queue_empty(fs)
+    print(f"\n{summary}")
+    report = await fs.check()
+    report.assert_ok()
+    return report

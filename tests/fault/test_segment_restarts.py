@@ -97,14 +97,9 @@ async def test_a_planner_killed_with_segments_in_flight_is_started_again_and_ans
         taken = [r for r in sf.said(fs, sf.process(survivor), sf.TAKEN_UP) if r.get("task") == step]
         assert len(taken) == 1 and taken[0]["skipped"] >= 1, taken
         assert sf.said(fs, sf.process(survivor), sf.GIVEN_BACK) == []
-        sf.no_violations_on_steps(fs)
-        await sf.queue_empty(fs)
-        print(f"\n[segments, planner restarted] planner pid {old_pid} killed with {len(in_flight)} followers in flight "
-              f"({confirm.event.task_id} running), started again as pid {new_pid}; {victim} killed running {step}; "
-              f"{survivor} asked the new planner and went on after {taken[0]['skipped']} finished step(s)")
-
-        report = await fs.check()
-        report.assert_ok()
+        report = await sf.settled(fs, f"[segments, planner restarted] planner pid {old_pid} killed with {len(in_flight)} followers in flight "
+                                  f"({confirm.event.task_id} running), started again as pid {new_pid}; {victim} killed running {step}; "
+                                  f"{survivor} asked the new planner and went on after {taken[0]['skipped']} finished step(s)")
         assert not report.timed_out and report.overlapping == 0 and report.late_results == 0 and report.redelivered == len(twice)
 
 
@@ -154,14 +149,9 @@ async def test_a_segment_delivered_again_while_no_planner_acts_for_its_job_is_gi
         assert claims[step][1][0] == survivor and claims[step][1][2] >= 3, claims[step]
         assert outcomes[step] == [(survivor, claim.event.attempt)] and outcomes[before] == [(victim, 1)], (outcomes[step], outcomes[before])
         assert all(len(o) == 1 for o in outcomes.values()), {t: o for t, o in outcomes.items() if len(o) != 1}
-        sf.no_violations_on_steps(fs)
-        await sf.queue_empty(fs)
-        print(f"\n[segments, silent planner] {owner} and {victim} killed ({step} running); {survivor}'s ask timed out "
-              f"{len(given_back)} time(s) while {other} did not act for the job, then {other} adopted it and answered: "
-              f"claimed at delivery {claims[step][1][2]}, {taken[0]['skipped']} step(s) skipped")
-
-        report = await fs.check()
-        report.assert_ok()
+        report = await sf.settled(fs, f"[segments, silent planner] {owner} and {victim} killed ({step} running); {survivor}'s ask timed out "
+                                  f"{len(given_back)} time(s) while {other} did not act for the job, then {other} adopted it and answered: "
+                                  f"claimed at delivery {claims[step][1][2]}, {taken[0]['skipped']} step(s) skipped")
         assert not report.timed_out and report.overlapping == 0 and report.late_results == 0
 
 
@@ -220,12 +210,7 @@ async def test_a_stale_segment_delivered_again_is_ended_unrun(tmp_path: Path, mo
         assert before is not None and outcomes[before] == [(victim, 1)], outcomes.get(before or "")
         ran = Counter(t for t, o in outcomes.items() for _ in o)
         assert all(n == 1 for n in ran.values()), {t: n for t, n in ran.items() if n != 1}
-        sf.no_violations_on_steps(fs)
-        await sf.queue_empty(fs)
-        print(f"\n[segments, stale] {victim} killed running {step}; its attempt {claim.event.attempt} timed out and ran "
-              f"again on {survivor}; the old delivery came back ({advisory.get('deliveries')} deliveries) and was "
-              f"ended unrun: {ended[0]['why']}")
-
-        report = await fs.check()
-        report.assert_ok()
+        report = await sf.settled(fs, f"[segments, stale] {victim} killed running {step}; its attempt {claim.event.attempt} timed out and ran "
+                                  f"again on {survivor}; the old delivery came back ({advisory.get('deliveries')} deliveries) and was "
+                                  f"ended unrun: {ended[0]['why']}")
         assert report.overlapping == 0 and report.late_results == 0

@@ -84,12 +84,7 @@ async def test_a_segment_of_an_earlier_job_delivered_again_after_a_planner_resta
         claims, _ = sf.runs(await sf.story(fs, job))
         step = claim.event.task_id
         assert [c for c in claims[step] if c[1] == claim.event.attempt] == [(victim, claim.event.attempt, 1)], claims[step]
-        sf.no_violations_on_steps(fs)
-        await sf.queue_empty(fs)
-        print(f"\n[segments, earlier job] {victim} killed running {step}; the delivery came back "
-              f"{at - killed_at:.1f} s later ({advisory.get('deliveries')} deliveries), after the job, a delete and a "
-              f"planner restart ({restarted_at - killed_at:.1f} s), and was ended unrun: {ended[0]['why']}")
-
-        report = await fs.check()
-        report.assert_ok()
+        report = await sf.settled(fs, f"[segments, earlier job] {victim} killed running {step}; the delivery came back "
+                                  f"{at - killed_at:.1f} s later ({advisory.get('deliveries')} deliveries), after the job, a delete and a "
+                                  f"planner restart ({restarted_at - killed_at:.1f} s), and was ended unrun: {ended[0]['why']}")
         assert report.overlapping == 0 and report.late_results == 0
