@@ -124,3 +124,34 @@ async def test_a_refusal_by_the_cancel_fence_still_refuses_every_claim_as_cancel
     assert _claims_sent_unfenced(server) == []
     # The batch, the outcome alone with its step fence (stored), the claims again (refused).
     assert server.round_trips == 3
+
+
+async def test_claims_that_waited_go_with_the_next_steps_of_the_claims_just_stored() -> None:
+    """Two groups of claims in one lane (a provisioner's pull read in two parts): the first
+    group's plugins return at once and submit their next steps two turns of the loop after their
+    claims are stored; those go in the same batch as the second group's claims, which waited,
+    not in a batch of their own (`LANE_GATHER_TURNS`): the groups merge."""
+    server = FakeServer()
+    writer = _writer(server)
+    loop = asyncio.get_running_loop()
+    later: list[asyncio.Future[int]] = []
+    sent = server.future
+
+    def future(*args: Any, **kwargs: Any) -> asyncio.Future[bytes]:
+        if server.round_trips == 0:  # the first group is on its way: the second arrives
+            later.append(_other_claim(writer))
+        return sent(*args, **kwargs)
+
+    server.future = future  # type: ignore[method-assign]
+    first = Append(TaskClaimed(job_id="j", task_id="n1.create", attempt=1, provisioner="p", worker="p/w0"),
+                   msg_id="n1.create.claim", only_if_empty=FENCE)
+    claimed = writer.submit("evt.task.n1.create", first)
+    # Its plugin returns at once: the step's outcome and the next claim, two turns on.
+    claimed.add_done_callback(lambda _: loop.call_soon(lambda: later.extend(_step(writer))))
+    await claimed
+    await asyncio.sleep(0)
+    await asyncio.gather(*later)
+    assert len(later) == 3
+    assert server.round_trips == 2  # the first claim; then the other claim, the outcome and the next claim
+    assert sorted(s for s, _ in server.stored) == sorted(["evt.task.n1.create", "evt.task.n2.create",
+                                                          "evt.task.n1.create", "evt.task.n1.confirm"])
