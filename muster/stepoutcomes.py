@@ -4,12 +4,15 @@ again starts after its last success and no step runs twice.
 
 Read by the planner acting for the job, for the provisioner a segment came to again (contracts/
 steps.py): a provisioner's rights name no other provisioner's task events. In-process workers
-on a log they may read (tests, benchmarks) read it themselves.
+on a log they may read (tests, benchmarks) read it themselves, and with it `ended_unrun`: the
+part of the planner's `stale` the log shows (its `StepClosed` of a step), which the planner says
+from its state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Iterable, Sequence
 
 from contracts import subjects
 from contracts.events import TaskFailed, TaskSucceeded
@@ -31,3 +34,13 @@ async def step_outcomes(log: EventLog, tenant: str, job_id: str,
             break
         found.append(outcome.model_copy(update={"stdout": "", "stderr": ""}))
     return found
+
+
+async def ended_unrun(log: EventLog, tenant: str, job_id: str, steps: Sequence[tuple[str, int]]) -> str:
+    """Why the steps are not to run, as far as the log says: one of them was ended unrun by the
+    planner, its `StepClosed` stored on its attempt's own subject (docs/decisions/0058); "" when
+    none was. Only those subjects are read (one sequence each, no body), all at once."""
+    closed = await asyncio.gather(*(log.last_seq(subjects.step_closed(tenant, job_id, task_id, attempt))
+                                    for task_id, attempt in steps))
+    return next((f"{task_id}'s attempt {attempt} was ended unrun" for (task_id, attempt), seq in zip(steps, closed, strict=True)
+                 if seq), "")

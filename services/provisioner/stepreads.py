@@ -2,7 +2,9 @@
 item 5): it asks the planner acting for the job, or reads a log it may read.
 
 `AskPlanner` (contracts/steps.py): a provisioner's rights name no other provisioner's task
-events. `LogSteps`: in-process workers on a log they may read (tests, benchmarks)."""
+events. `LogSteps`: in-process workers on a log they may read (tests, benchmarks); they hear
+`stale` where the log shows it, a step ended unrun (its `StepClosed`), not where only the
+planner's state does (an attempt queued again since, an earlier job of the cluster)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from contracts import subjects
 from contracts.steps import StepAttempt, StepOutcomes, StepOutcomesQuery
 from contracts.tasks import TaskStep
 from muster.ports.eventlog import EventLog
-from muster.stepoutcomes import step_outcomes
+from muster.stepoutcomes import ended_unrun, step_outcomes
 
 StepReader = Callable[[Sequence[TaskStep]], Awaitable[StepOutcomes]]
 """A segment's steps (from its head on) -> what the log holds of them."""
@@ -48,6 +50,10 @@ class LogSteps:
         self.log = log
 
     async def __call__(self, steps: Sequence[TaskStep]) -> StepOutcomes:
-        head = steps[0]
-        found = await step_outcomes(self.log, head.tenant, head.job_id, [(s.task_id, s.attempt) for s in steps])
-        return StepOutcomes(outcomes=found)
+        head, asked = steps[0], [(s.task_id, s.attempt) for s in steps]
+        # A segment taken up again claims its next step alone, with no outcome to carry the step
+        # fence: a step the planner ended is refused only here (as the planner's answer does).
+        stale = await ended_unrun(self.log, head.tenant, head.job_id, asked)
+        if stale:
+            return StepOutcomes(stale=stale)
+        return StepOutcomes(outcomes=await step_outcomes(self.log, head.tenant, head.job_id, asked))

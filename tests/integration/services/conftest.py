@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -15,6 +16,7 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 from nats.js.api import DeliverPolicy
 
+from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.streams import ensure_streams
@@ -44,6 +46,30 @@ async def first_record(store: EventStore, subject: str, match: Callable[[Any], b
         return await asyncio.wait_for(found, timeout)
     finally:
         await sub.unsubscribe()
+
+
+TERMINATED = f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{subjects.TASKS_STREAM}.>"
+
+
+class Terminations:
+    """The server's advisories of task messages a provisioner terminated."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.changed = asyncio.Event()
+
+    async def start(self, nc: Any) -> None:
+        async def on_msg(msg: Any) -> None:
+            self.seen.append(json.loads(msg.data))
+            self.changed.set()
+
+        await nc.subscribe(TERMINATED, cb=on_msg)
+
+    async def reach(self, n: int, timeout: float = 30) -> None:
+        async with asyncio.timeout(timeout):
+            while len(self.seen) < n:
+                self.changed.clear()
+                await self.changed.wait()
 
 
 BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}

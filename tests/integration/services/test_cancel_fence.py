@@ -6,8 +6,6 @@ its end and the rollback deletes what it made."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -31,10 +29,9 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 
-from .conftest import first_record, quick_demo_catalog
+from .conftest import Terminations, first_record, quick_demo_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
-TERMINATED = f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{subjects.TASKS_STREAM}.>"
 
 
 @dataclass
@@ -77,27 +74,6 @@ async def bus(fresh_nats: str) -> AsyncIterator[Bus]:
 async def _first(bus: Bus, subject: str, kind: str, timeout: float = 30) -> Any:
     """The first event of `kind` on `subject` (from the start of the log)."""
     return await first_record(bus.store, subject, lambda r: r.type == kind, timeout)
-
-
-class Terminations:
-    """The server's advisories of task messages a provisioner terminated."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
-        self.changed = asyncio.Event()
-
-    async def start(self, nc: Any) -> None:
-        async def on_msg(msg: Any) -> None:
-            self.seen.append(json.loads(msg.data))
-            self.changed.set()
-
-        await nc.subscribe(TERMINATED, cb=on_msg)
-
-    async def reach(self, n: int, timeout: float = 30) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.seen) < n:
-                self.changed.clear()
-                await self.changed.wait()
 
 
 async def _job(bus: Bus, job_id: str) -> list[Any]:
