@@ -85,6 +85,10 @@ class Append:
     follows: str | None = None
     """The claim of a segment's next step: the idempotency key of the outcome it goes with; refused
     when that outcome's `step_fence` refuses it."""
+    returns: bool = False
+    """A segment step's claim: its plugin's outcome comes back to the same lane (`lane`), which
+    waits a few turns of the loop for it after storing the claim (`LANE_GATHER_TURNS`,
+    docs/decisions/0050)."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`

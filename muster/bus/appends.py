@@ -19,7 +19,7 @@
   the read loop): alone and at once if nothing else is on its way. An event with a fence
   (`Append.only_if_empty`, a claim) goes to its fence's lane instead: one atomic batch on a
   fence at a time, a busy one sent again whole, a few turns of the loop after one that stored
-  claims so that their plugins' outcomes, if quick, join the claims that waited
+  segment steps' claims so that their plugins' outcomes, if quick, join the claims that waited
   (docs/decisions/0050). A segment step's outcome (`Append.lane`) goes in its lane beside the
   next step's claim, fenced on that step's end
   (`Append.step_fence`; a refused batch is sorted out, `_sort_refusal`: docs/decisions/0058).
@@ -79,13 +79,15 @@ SMALLEST_BATCH = 8
 (a batch's commit costs as much as several single appends on file storage: decision 12)."""
 H_EXPECT_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 LANE_GATHER_TURNS = 4
-"""Turns of the event loop a lane lets pass after storing claims before it sends what waits: a
-plugin that returns at once (a no-op, a simulated cloud) submits its outcome, and a segment's
-next claim, within ~2 turns, and then goes in the same batch as the claims that waited meanwhile
-instead of one of its own. Without it, two groups of claims in one lane stay apart for a whole
-segment, each step a batch of each (~1 ms of nats-server's CPU a batch): a 100-node create made
-~50 outcome batches instead of ~30. A slower plugin's outcome comes later anyway; the cost is
-these turns' latency (tens of µs) on claims that waited (docs/decisions/0050)."""
+"""Turns of the event loop a lane lets pass after storing segment steps' claims (`Append.returns`)
+before it sends what waits: a plugin that returns at once (a no-op, a simulated cloud) submits
+the step's outcome and the next step's claim to the same lane within ~2 turns, and they then go
+in the same batch as the claims that waited meanwhile instead of one of their own. Without it,
+two groups of claims in one lane stay apart for a whole segment, each step a batch of each (~1
+ms of nats-server's CPU a batch): a 100-node create made ~50 outcome batches instead of ~30. A
+slower plugin's outcome comes later anyway; the cost is these turns' latency (tens of µs) on
+claims that waited. A plain task's outcome goes to the group commit, not the lane: its claims
+do not wait (docs/decisions/0050)."""
 
 LastOf = Callable[[str], Awaitable["tuple[int, dict[str, str]] | None"]]
 """A subject -> (sequence, headers) of its last event, None if it has none."""
@@ -497,7 +499,7 @@ class LogWriter:
                     if not f.done():
                         f.set_result(seq)
                 pause, tries = 0.0, 0
-                if any(item.only_if_empty is not None for _, item, _, _ in live):
+                if any(item.returns for _, item, _, _ in live):
                     await _turns(LANE_GATHER_TURNS)
         finally:
             if self._lanes.get(fence) is lane:

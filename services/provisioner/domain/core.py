@@ -308,10 +308,11 @@ class WorkerCore:
         task = h.task
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=self.config.provisioner_id,
                             worker=h.worker, delivery=h.delivery)
-        append = Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence)
+        append = Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence,
+                        returns=h.segment)
         if after is not None:
             append = Append(claim, msg_id=append.msg_id, only_if_empty=task.fence, follows=after.msg_id,
-                            lane=None if task.fence is not None else after.lane)
+                            lane=None if task.fence is not None else after.lane, returns=True)
         return Claim(hid, h.subject, append)
 
     def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False,

@@ -144,7 +144,7 @@ async def test_claims_that_waited_go_with_the_next_steps_of_the_claims_just_stor
 
     server.future = future  # type: ignore[method-assign]
     first = Append(TaskClaimed(job_id="j", task_id="n1.create", attempt=1, provisioner="p", worker="p/w0"),
-                   msg_id="n1.create.claim", only_if_empty=FENCE)
+                   msg_id="n1.create.claim", only_if_empty=FENCE, returns=True)
     claimed = writer.submit("evt.task.n1.create", first)
     # Its plugin returns at once: the step's outcome and the next claim, two turns on.
     claimed.add_done_callback(lambda _: loop.call_soon(lambda: later.extend(_step(writer))))
