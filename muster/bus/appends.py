@@ -450,7 +450,8 @@ class LogWriter:
             while lane.waiting:
                 if pause:
                     await asyncio.sleep(pause)  # a bounded retry of one write (the tries), not a poll
-                group, lane.waiting = lane.waiting[: self.most], lane.waiting[self.most :]
+                cut = _cut(lane.waiting, self.most)
+                group, lane.waiting = lane.waiting[:cut], lane.waiting[cut:]
                 live = [w for w in group if not w[2].cancelled()]  # a writer that gave up
                 if not live:
                     continue
@@ -507,34 +508,74 @@ class LogWriter:
 
     async def _sort_refusal(self, lane: _Lane, live: list[tuple[str, Append, asyncio.Future[int], float]]) -> None:
         """A lane's batch refused as stale (10071) that holds segment steps' outcomes, each fenced
-        on its next step's end (`Append.step_fence`): the job's cancel fence or a step's end, the
-        answer does not say which. Each such outcome goes alone, fenced as it was: one refused
-        is stored all the same, expecting nothing (the step ran: a late result the planner hears
-        of), and the claim that follows it is refused (`StepEnded`); one stored lets its claim go
-        on. The claims left go again in the lane, where a refusal is now the cancel fence's
-        alone (decision 50). Only after a refusal: a batch that lands costs nothing more."""
-        steps = [w for w in live if w[1].step_fence is not None and not w[2].done()]
-        got = await asyncio.gather(*(self._append(s, [i], None) for s, i, _, _ in steps), return_exceptions=True)
-        failed: dict[str, BaseException] = {}
-        for (subject, item, f, _), answer in zip(steps, got, strict=True):
-            if isinstance(answer, StepEnded):
-                failed[item.msg_id] = answer
+        on its next step's end (`Append.step_fence`): the job's cancel fence, a step's end, or
+        another step's in the batch; the answer does not say which. Each such outcome goes again
+        with the claim that follows it, the two one batch (`_step_again`), so that claim is never
+        stored without the outcome's step fence checked with it; the claims left go again in the
+        lane, where a refusal is now the cancel fence's alone (decision 50). Only after a
+        refusal: a batch that lands costs nothing more."""
+        waiting = [w for w in live if not w[2].done()]
+        follower = {w[1].follows: w for w in waiting if w[1].follows is not None}
+        steps = [(w, follower.pop(w[1].msg_id, None)) for w in waiting if w[1].step_fence is not None]
+        busy = await asyncio.gather(*(self._step_again(step, claim) for step, claim in steps))
+        again = [w for pair, sent in zip(steps, busy, strict=True) if not sent for w in pair if w is not None]
+        rest = [w for w in waiting if w[1].step_fence is None and w[1].follows is None]
+        for w in follower.values():  # (a claim whose outcome went before it: its step is read again)
+            if not w[2].done():
+                w[2].set_exception(StepEnded(f"{w[0]}: sent without the outcome it follows"))
+        lane.waiting[:0] = [*again, *rest]
+
+    async def _step_again(self, step: tuple[str, Append, asyncio.Future[int], float],
+                          claim: tuple[str, Append, asyncio.Future[int], float] | None) -> bool:
+        """One step's outcome and the next step's claim after their batch was refused: the two
+        again as one batch. Refused (10071), the outcome alone with its step fence tells which
+        fence it was: refused, the planner ended the next step: the outcome is stored without
+        the check (a late result the planner hears of) and the claim fails `StepEnded`; stored,
+        the step's end was open then and so when the pair was refused: the claim's cancel fence
+        is closed, and it fails as cancelled. False: the fence was busy (a replicated stream),
+        the two go again in the lane."""
+        subject, item, f, _ = step
+        if claim is None:  # (no claim beside it: the last step of its segment)
+            try:
+                f.set_result((await self._append(subject, [item], None))[0])
+            except StepEnded:
                 self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
-            elif isinstance(answer, BaseException):
-                failed[item.msg_id] = answer
-                if not f.done():
-                    f.set_exception(answer)
-            elif not f.done():
-                f.set_result(answer[0])
-        rest = []
-        for subject, item, f, n in live:
-            if f.done() or item.step_fence is not None:
-                continue
-            if item.follows in failed:  # (not stored without the outcome before it: the step is read again)
-                f.set_exception(failed[item.follows])
-            else:
-                rest.append((subject, item, f, n))
-        lane.waiting[:0] = rest
+            except Exception as err:  # noqa: BLE001 - its writer gets the failure
+                f.set_exception(err)
+            return True
+        try:
+            seqs = await self.across([(subject, item), (claim[0], claim[1])])
+        except _FenceBusy:
+            return False
+        except _Fenced:
+            pass
+        except Exception as err:  # noqa: BLE001 - both writers get the failure
+            for w in (step, claim):
+                if not w[2].done():
+                    w[2].set_exception(err)
+            return True
+        else:
+            for w, seq in zip((step, claim), seqs, strict=True):
+                if not w[2].done():
+                    w[2].set_result(seq)
+            return True
+        try:
+            [seq] = await self._append(subject, [item], None)
+        except StepEnded as ended:
+            if not claim[2].done():
+                claim[2].set_exception(ended)
+            self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
+            return True
+        except Exception as err:  # noqa: BLE001 - both writers get the failure
+            for w in (step, claim):
+                if not w[2].done():
+                    w[2].set_exception(err)
+            return True
+        if not f.done():
+            f.set_result(seq)
+        if not claim[2].done():
+            claim[2].set_exception(ConcurrencyError(f"{claim[0]}: {claim[1].only_if_empty} is closed"))
+        return True
 
     def _later(self, sending: Coroutine[Any, Any, None]) -> None:
         """Sent from a task of its own (the lane goes on meanwhile)."""
@@ -560,6 +601,16 @@ class _Lane:
     def __init__(self) -> None:
         self.waiting: list[tuple[str, Append, asyncio.Future[int], float]] = []
         self.task: asyncio.Task[None] | None = None
+
+
+def _cut(waiting: Sequence[tuple[str, Append, asyncio.Future[int], float]], most: int) -> int:
+    """How many of a lane's waiting events go in one batch: at most `most`, and never a step's
+    outcome without the claim that follows it (the outcome's step fence guards that claim)."""
+    if len(waiting) <= most:
+        return len(waiting)
+    if most > 1 and waiting[most - 1][1].step_fence is not None and waiting[most][1].follows == waiting[most - 1][1].msg_id:
+        return most - 1
+    return most
 
 
 async def _turns(n: int) -> None:

@@ -122,8 +122,9 @@ async def test_a_refusal_by_the_cancel_fence_still_refuses_every_claim_as_cancel
         assert isinstance(refused, ConcurrencyError) and not isinstance(refused, StepEnded)
     assert [s for s, _ in server.stored] == [FENCE, "evt.task.n1.create"]
     assert _claims_sent_unfenced(server) == []
-    # The batch, the outcome alone with its step fence (stored), the claims again (refused).
-    assert server.round_trips == 3
+    # The batch, the outcome with its claim (refused), the outcome alone with its step fence
+    # (stored: so the cancel fence refused the claim), the other claim again (refused).
+    assert server.round_trips == 4
 
 
 async def test_claims_that_waited_go_with_the_next_steps_of_the_claims_just_stored() -> None:
@@ -155,3 +156,49 @@ async def test_claims_that_waited_go_with_the_next_steps_of_the_claims_just_stor
     assert server.round_trips == 2  # the first claim; then the other claim, the outcome and the next claim
     assert sorted(s for s, _ in server.stored) == sorted(["evt.task.n1.create", "evt.task.n2.create",
                                                           "evt.task.n1.create", "evt.task.n1.confirm"])
+
+
+async def test_a_claim_never_lands_after_its_steps_end_when_a_batch_is_sorted_out() -> None:
+    """The soak's find: a batch refused by another segment's step end is sorted out; the
+    outcome of n1.create went alone (its step fence open), the planner then ended n1.confirm,
+    and the claim of n1.confirm, sent again expecting only the cancel fence, landed after that
+    end: a step the planner ended ran. Now each outcome goes again with its claim, one batch."""
+    server = FakeServer()
+    closed_n1, closed_n2 = "evt.job.j.steps.n1~confirm.1", "evt.job.j.steps.n2~confirm.1"
+    server.stored.append((closed_n2, {}))  # the planner ended n2.confirm: the batch is refused
+    sent = server.future
+
+    def future(subject: str, data: bytes, headers: dict[str, str], timeout: float, now: bool = False) -> asyncio.Future[bytes]:
+        answer = sent(subject, data, headers, timeout, now)
+        stored = json.loads(answer.result()).get("seq") if answer.done() else None
+        if stored and any(h.get("Nats-Msg-Id") == "n1.create.outcome" for _, h in server.stored) \
+                and (closed_n1, {}) not in server.stored:
+            server.stored.append((closed_n1, {}))  # the planner ends n1.confirm right after
+        return answer
+
+    server.future = future  # type: ignore[method-assign]
+    writer = _writer(server)
+    got: list[Any] = list(await asyncio.gather(*_step(writer), *_step(writer, "n2.create", "n2.confirm"),
+                                               return_exceptions=True))
+    claims = [i for i, (s, h) in enumerate(server.stored) if s == "evt.task.n1.confirm"]
+    ended = server.stored.index((closed_n1, {}))
+    assert all(i < ended for i in claims), server.stored  # claimed before its end, or not at all
+    assert isinstance(got[3], StepEnded) and isinstance(got[2], int)  # n2: a late result, its claim refused
+    assert _claims_sent_unfenced(server) == []
+
+
+def test_a_batch_at_its_most_never_splits_an_outcome_from_its_claim() -> None:
+    from muster.bus.appends import _cut
+
+    loop = asyncio.new_event_loop()
+    try:
+        waiting: list[tuple[str, Append, asyncio.Future[int], float]] = []
+        for done, nxt in (("n1.create", "n1.confirm"), ("n2.create", "n2.confirm")):
+            outcome = Append(TaskSucceeded(job_id="j", task_id=done, attempt=1, provisioner="p", worker="p/w0"),
+                             msg_id=f"{done}.outcome", lane=FENCE, step_fence=f"evt.job.j.steps.{nxt}.1")
+            claim = Append(TaskClaimed(job_id="j", task_id=nxt, attempt=1, provisioner="p", worker="p/w0"),
+                           msg_id=f"{nxt}.claim", only_if_empty=FENCE, follows=outcome.msg_id)
+            waiting += [("s", outcome, loop.create_future(), 0.0), ("s", claim, loop.create_future(), 0.0)]
+        assert [_cut(waiting, most) for most in (1, 2, 3, 4, 5)] == [1, 2, 2, 4, 4]
+    finally:
+        loop.close()
