@@ -550,10 +550,7 @@ class LogWriter:
         except _Fenced:
             pass
         except Exception as err:  # noqa: BLE001 - both writers get the failure
-            for w in (step, claim):
-                if not w[2].done():
-                    w[2].set_exception(err)
-            return True
+            return _failed(err, step, claim)
         else:
             for w, seq in zip((step, claim), seqs, strict=True):
                 if not w[2].done():
@@ -567,10 +564,7 @@ class LogWriter:
             self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
             return True
         except Exception as err:  # noqa: BLE001 - both writers get the failure
-            for w in (step, claim):
-                if not w[2].done():
-                    w[2].set_exception(err)
-            return True
+            return _failed(err, step, claim)
         if not f.done():
             f.set_result(seq)
         if not claim[2].done():
@@ -601,6 +595,14 @@ class _Lane:
     def __init__(self) -> None:
         self.waiting: list[tuple[str, Append, asyncio.Future[int], float]] = []
         self.task: asyncio.Task[None] | None = None
+
+
+def _failed(err: BaseException, *waiting: tuple[str, Append, asyncio.Future[int], float]) -> bool:
+    """Each of `waiting` not answered yet gets `err`; True (decided: nothing goes again)."""
+    for _, _, f, _ in waiting:
+        if not f.done():
+            f.set_exception(err)
+    return True
 
 
 def _cut(waiting: Sequence[tuple[str, Append, asyncio.Future[int], float]], most: int) -> int:
