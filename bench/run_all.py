@@ -73,7 +73,7 @@ QUICK: dict[str, list[str]] = {
     "auth_bench.py": ["--samples", "100", "--seconds", "2", "--rounds", "1"],
     "pool_bench.py": ["--hosts", "1000", "--waiting", "100", "--cycles", "300", "--samples", "40"],
     "console_bench.py": ["--tasks", "220", "--repeat", "1", "--seconds", "3"],
-    "scale_bench.py": ["--nodes", "200", "--takeover-jobs", "3", "--jobs", "10"],
+    "scale_bench.py": ["--nodes", "200", "--repeat", "1", "--takeover-jobs", "3", "--jobs", "10"],
     "replay_bench.py": ["--events", "30000", "--clusters", "3"],
     "step_reads_bench.py": ["--noise", "2000", "--asks", "50"],
 }
