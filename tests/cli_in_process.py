@@ -11,11 +11,11 @@ and `os.environ` for the whole process while the command runs, so commands run o
 and what the other threads write meanwhile (the session's auth service logs each connection it
 accepts to stdout) goes where it went, not into the command's output (`_Routed`).
 
-No object put in `sys.stdout` or `sys.stderr` here is ever freed: CPython 3.11's `print()`
-holds only a borrowed reference to `sys.stdout` while it writes (python/cpython#130163, fixed in
-3.13.3), so a service's `print` (structlog's `PrintLogger`) that began before a command swapped
-the streams went on writing into a stream already freed: a worker of the suite died of a
-segmentation fault inside a freed router's `_stream` (session 27), then in structlog's
+No object put in `sys.stdout` or `sys.stderr` here is ever freed: CPython 3.11's `print()` holds
+only a borrowed reference to `sys.stdout` while it writes (python/cpython#130163, fixed in 3.12.10
+and 3.13.3, not in 3.11), so a service's `print` (structlog's `PrintLogger`) that began before a
+command swapped the streams went on writing into a stream already freed: a worker of the suite died
+of a segmentation fault inside a freed router's `_stream` (session 27), then in structlog's
 `PrintLogger.msg` (session 30; docs/testing.md, "Printing while the streams change"). The two
 routers are made once; the runner's own streams are kept.
 """

@@ -3,8 +3,8 @@ it prints to until the line is written. tests/conftest.py installs it in every w
 
 The services a test runs in its own process log with structlog's defaults: `print(message)` to
 whatever `sys.stdout` is at that moment, from the test's loop and from threads. CPython 3.11's
-`print()` holds only a borrowed reference to `sys.stdout` while it writes
-(python/cpython#130163, fixed in 3.13.3): when another thread puts another stream in its place
+`print()` holds only a borrowed reference to `sys.stdout` while it writes (python/cpython#130163,
+fixed in 3.12.10 and 3.13.3, not in 3.11): when another thread puts another stream in its place
 meanwhile (click's `CliRunner` does, for each command a test runs in a thread) and nothing else
 holds the old one, `print` goes on writing into freed memory; a worker of the suite died of a
 segmentation fault in structlog's `PrintLogger.msg` (docs/testing.md, "Printing while the streams
