@@ -10,6 +10,14 @@ code, stdout and stderr as a process would have them. The runner swaps `sys.stdo
 and `os.environ` for the whole process while the command runs, so commands run one at a time,
 and what the other threads write meanwhile (the session's auth service logs each connection it
 accepts to stdout) goes where it went, not into the command's output (`_Routed`).
+
+No object put in `sys.stdout` or `sys.stderr` here is ever freed: CPython 3.11's `print()` holds
+only a borrowed reference to `sys.stdout` while it writes (python/cpython#130163, fixed in 3.12.10
+and 3.13.3, not in 3.11), so a service's `print` (structlog's `PrintLogger`) that began before a
+command swapped the streams went on writing into a stream already freed: a worker of the suite died
+of a segmentation fault inside a freed router's `_stream` (session 27), then in structlog's
+`PrintLogger.msg` (session 30; docs/testing.md, "Printing while the streams change"). The two
+routers are made once; the runner's own streams are kept.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ from muster.cli import main
 _ONE_AT_A_TIME = threading.Lock()
 _COMMANDS: dict[str, Any] = {}
 """The running command's streams ("stdout", "stderr") and its thread ("thread"): one command at
-a time. A plain dict read under the GIL, not a `threading.local`: a worker of the suite died of a
-segmentation fault inside `_stream`'s read of one (a service logging from the test's thread
-while a command's thread came and went; CPython 3.11)."""
+a time. A plain dict read under the GIL."""
+_KEPT: list[Any] = []
+"""Every runner's `sys.stdin`, `sys.stdout` and `sys.stderr`, for the life of the process: the
+runner puts them in `sys` for a moment before the routers go in, and a `print` of another
+thread may take one then (a few kB each, a few hundred commands a worker)."""
 
 
 class _Routed:
@@ -57,17 +67,22 @@ class _Routed:
         self._stream().flush()
 
 
+_OUT, _ERR = _Routed("stdout", sys.stdout), _Routed("stderr", sys.stderr)
+"""The routers, made once and never freed (see the module's notes)."""
+
+
 class _Runner(CliRunner):
     @contextlib.contextmanager
     def isolation(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
         outer = _unrouted(sys.stdout), _unrouted(sys.stderr)
         with super().isolation(*args, **kwargs) as streams:
+            _KEPT.extend((sys.stdin, sys.stdout, sys.stderr))
             _COMMANDS.update(stdout=sys.stdout, stderr=sys.stderr, thread=threading.get_ident())
-            sys.stdout, sys.stderr = _Routed("stdout", outer[0]), _Routed("stderr", outer[1])
+            _OUT._replaced, _ERR._replaced = outer
+            sys.stdout, sys.stderr = _OUT, _ERR
             try:
                 yield streams
-            finally:
-                sys.stdout, sys.stderr = _COMMANDS["stdout"], _COMMANDS["stderr"]
+            finally:  # the runner puts `outer` back; the routers stay in until then
                 _COMMANDS.clear()
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import structlog
 from nats.aio.client import Client
 from xdist.scheduler import LoadFileScheduling
 
@@ -34,12 +35,14 @@ from services.auth.bootstrap import SYSTEM_TOKEN_ENV
 from services.auth.domain.tokens import make_token
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
+from tests import held_print
 from tests.leaks import LEAKS
 
 SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
 os.environ["MUSTER_TOKEN"] = SYSTEM_TOKEN
 os.environ[SYSTEM_TOKEN_ENV] = SYSTEM_TOKEN
 os.environ.pop("MUSTER_CREDENTIALS", None)
+structlog.configure(logger_factory=held_print.factory)  # what services log in this process: tests/held_print.py
 
 
 class AuthThread:
