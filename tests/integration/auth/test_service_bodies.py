@@ -31,6 +31,7 @@ from muster.bus.scopedlog import ScopedEventStore
 from .conftest import Authed
 from .refusals import let_through, raw_refused, refused
 from .serviceworld import SCOPED, World, service_world
+from .watched import watching
 
 FOREIGN = subjects.plan_events("other", "p1")
 """Another tenant's plan, whose body none of them may read."""
@@ -130,7 +131,7 @@ async def test_a_body_offloaded_before_0057_is_moved_where_the_services_read_it(
                 "body": {"ref": f"sha256:{digest}", "size": len(data), "encoding": "zlib", "stream": BODIES_STREAM}}
     await js.publish(cluster, json.dumps(old_stub).encode(), headers={**big.headers(), H_BODY: f"sha256:{digest}"})
     governance = ScopedEventStore(world.services["governance"], confirm=False, deletes=False)
-    with pytest.raises(BodyError, match="before decision 0057"):
+    with pytest.raises(BodyError, match="before decision 0057"), watching():  # (its refused get: the server's word, no wait)
         await governance.read(cluster)
     world.violations.clear()
 
