@@ -39,8 +39,9 @@ class Authed:
     def url(self) -> str:
         return self.server.url
 
-    async def raw(self, token: str | None, principal: str | None = None, **options: Any) -> Client:
-        """A plain nats-py connection, as a client in any language would make."""
+    async def raw(self, token: str | None, principal: str | None = None, client: type[Client] = Client, **options: Any) -> Client:
+        """A plain nats-py connection, as a client in any language would make (an attacker's a
+        `WatchedClient`: its refused requests end as the server says so)."""
         settings: dict[str, Any] = dict(servers=[self.url], allow_reconnect=False, max_reconnect_attempts=0,
                                         connect_timeout=3, error_cb=_quiet)
         if token is not None:
@@ -48,7 +49,7 @@ class Authed:
         if principal:
             settings["inbox_prefix"] = f"_INBOX.{principal}"
         settings.update(options)
-        nc = Client()
+        nc = client()
         try:
             await nc.connect(**settings)
         except BaseException:

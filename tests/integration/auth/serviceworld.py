@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from muster.bus.streams import ensure_streams
 
 from .conftest import Authed
+from .watched import WatchedClient
 
 SCOPED = ("pool", "solver", "governance", "notifier")
 """The services whose reads of the log and of its bodies name their filters (decision 0057)."""
@@ -41,7 +42,7 @@ async def service_world(authed: Authed, kinds: Iterable[str]) -> AsyncIterator[W
     async def on_error(err: Exception) -> None:
         violations.append(str(err).lower())
 
-    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", error_cb=on_error) for kind in kinds}
+    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", WatchedClient, error_cb=on_error) for kind in kinds}
     try:
         yield World(system, services, violations)
     finally:
