@@ -273,6 +273,8 @@ def make_app(
                       stories=SnapshotStore(store.nc, replicas), nc=store.nc)
     app[TRACKER] = tracker
     app[log_stream.JETSTREAM_LOG] = store
+    app[sse.LIVE] = set()
+    app.on_shutdown.append(sse.end_streams)
     pools.setup_pools(app, store.js)
     tracker.position_of = app[pools.POOLS].position
     planners = PlannerQueues(store.nc)

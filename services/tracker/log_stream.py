@@ -134,7 +134,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     store = request.app[JETSTREAM_LOG]
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
-    response = stream_response()
+    response = stream_response(request)
     await response.prepare(request)
     try:
         for r in history:

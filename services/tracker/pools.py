@@ -76,7 +76,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
     if await mirror.pool(name) is None:
         return no_pool(mirror, name)
     still = auth_.still_reading(request, None)  # a pool is read by any principal of the tenant: the token alone
-    response = stream_response()
+    response = stream_response(request)
     with mirror.listening(name) as queue:
         # Registered before the first view is taken: nothing recorded in between is missed,
         # and a change is sent only if it is newer than what the view showed.

@@ -31,8 +31,30 @@ KEEPALIVE_S = 15.0
 T = TypeVar("T")
 
 
-def stream_response() -> web.StreamResponse:
+LIVE: web.AppKey[set[asyncio.Task[Any]]] = web.AppKey("live_streams", set)
+"""The handlers' tasks of the streams being served (`stream_response`), ended at shutdown."""
+
+
+def stream_response(request: web.Request) -> web.StreamResponse:
+    """A server-sent events response, its handler's task noted among the app's live streams
+    (`LIVE`), which the app's shutdown ends (`end_streams`): a stream has no end of its own, and
+    aiohttp waits for a handler still running up to its shutdown timeout (60 s), so a console's
+    job page or a `muster events --follow` left open held a stopping tracker until `muster down`
+    killed it (its 15 s)."""
+    live = request.config_dict.get(LIVE)
+    task = asyncio.current_task()
+    if live is not None and task is not None:
+        live.add(task)
+        task.add_done_callback(live.discard)
     return web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def end_streams(app: web.Application) -> None:
+    """`on_shutdown`: the live streams' handlers cancelled (each one's `finally` closes what it
+    opened); the connections close, and a client that reconnects finds the next tracker."""
+    live: set[asyncio.Task[Any]] = app[LIVE]
+    for task in list(live):
+        task.cancel()
 
 
 async def deliveries(queue: asyncio.Queue[T], response: web.StreamResponse) -> AsyncIterator[T]:
@@ -60,7 +82,7 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
     tracker, metrics = request.app[TRACKER], request.app[METRICS]
     if not await tracker.job_exists(tenant, job_id):
         return not_found("job", job_id, tenant)
-    response = stream_response()
+    response = stream_response(request)
     await response.prepare(request)
     metrics.streams.inc()
     try:

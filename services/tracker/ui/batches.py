@@ -124,7 +124,7 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
                   operator: bool = True, still: Still = ALWAYS) -> web.StreamResponse:
     fold = await folds.get(tracker, tenant, job_id)
     tally = Tally(fold)
-    response = stream_response()
+    response = stream_response(request)
     await response.prepare(request)
     queue: asyncio.Queue[Msg] = asyncio.Queue()
     filters = subjects.job_history_filters(tenant, job_id)
