@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from muster.cli import main
 
@@ -94,13 +94,20 @@ def _unrouted(stream: Any) -> Any:
     return stream
 
 
-def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
-    """`muster ARGS` with exactly `env` as its environment: (exit code, stdout, stderr). An
-    exception the command let out is in stderr with its traceback, as a process prints it."""
+def invoked(args: Sequence[str], env: Mapping[str, str], catch_exceptions: bool = True) -> Result:
+    """`muster ARGS` with exactly `env` as its environment: click's `Result`, whose `output` has
+    both streams in the order they were written. An exception the command lets out is in the
+    result's `exception`, or raised here if not `catch_exceptions`."""
     with _ONE_AT_A_TIME:  # os.environ as no other command has it
         changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
         changes.update({k: None for k in os.environ if k not in env})
-        result = _Runner(env=changes).invoke(main, list(args), prog_name="muster")
+        return _Runner(env=changes).invoke(main, list(args), prog_name="muster", catch_exceptions=catch_exceptions)
+
+
+def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
+    """`invoked` as a process's (exit code, stdout, stderr): an exception the command let out is
+    in stderr with its traceback, as a process prints it."""
+    result = invoked(args, env)
     err = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         err += "".join(traceback.format_exception(result.exception))
@@ -110,6 +117,12 @@ def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
 async def run(args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
     """`invoke` from a coroutine, the test's loop running meanwhile."""
     return await asyncio.wait_for(asyncio.to_thread(invoke, args, dict(env)), timeout)
+
+
+async def ran(args: Sequence[str], env: Mapping[str, str], timeout: float, catch_exceptions: bool = True) -> Result:
+    """`invoked` from a coroutine, the test's loop running meanwhile: for a test that reads both
+    streams as a terminal shows them (`Result.output`)."""
+    return await asyncio.wait_for(asyncio.to_thread(invoked, args, dict(env), catch_exceptions), timeout)
 
 
 def run_sync(args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:

@@ -3,9 +3,9 @@ tokens; 401 and 403 with reasons; /healthz and the OpenAPI document open; /metri
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -15,17 +15,16 @@ from dataclasses import dataclass, field
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
-from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.events import ClusterNameClaimed, ClusterRequested, JobRequested
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
-from muster.cli import main
 from muster.readmodel.locations import cluster_key
 from services.tracker import api
 from services.tracker.http import make_app
 from services.tracker.params import TRACKER
+from tests import cli_in_process
 
 from .conftest import Authed
 
@@ -263,13 +262,13 @@ async def test_the_provisioners_page_says_what_works_with_auth_on(served: Served
 
 async def test_a_reader_of_one_cluster_lists_its_jobs(served: Served) -> None:
     """`muster job list --cluster c` read every cluster's name, which a reader of c alone may not (a 403)."""
-    env = {"MUSTER_TOKEN": served.tokens["onec"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+    env = {**os.environ, "MUSTER_TOKEN": served.tokens["onec"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
            "MUSTER_CREDENTIALS": "", "COLUMNS": "200"}
-    ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list", "--cluster", "c"], catch_exceptions=False)
+    ran = await cli_in_process.ran(["job", "list", "--cluster", "c"], env, 60, catch_exceptions=False)
     assert ran.exit_code == 0, ran.output
     [row] = [line.split() for line in ran.output.splitlines() if line.startswith(JOB)]
     assert row[1:4] == ["c", "create", "running"]
-    refused = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list"], catch_exceptions=False)
+    refused = await cli_in_process.ran(["job", "list"], env, 60, catch_exceptions=False)
     assert refused.exit_code == 4 and "onec has no read permission on every cluster of tenant a" in refused.output
     # what to do about it, as the planner's refusals say it
     assert "(a tenant admin can give it: muster grant onec read --scope 'cluster:*')" in " ".join(refused.output.split())
@@ -286,10 +285,10 @@ async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Serv
         assert (await served.get(path, "root", tenant="a"))[0] == 200, path
     assert (await served.get("/v1/clusters", "root", tenant="default"))[0] == 200  # muster up's, made or not
     assert (await served.get("/v1/whoami", "root", tenant="acmee"))[0] == 200  # about the token, not a tenant
-    env = {"MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+    env = {**os.environ, "MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
            "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": "acmee"}
     for args in (["cluster", "list"], ["status", JOB], ["cluster", "show", "c"]):
-        ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, args, catch_exceptions=False)
+        ran = await cli_in_process.ran(args, env, 60, catch_exceptions=False)
         assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)\n"), args
 
 

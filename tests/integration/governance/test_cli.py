@@ -5,8 +5,8 @@ schedule captured from the command typed after `--`, paused, resumed and deleted
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams
-from muster.cli import main
 from services.governance.entrypoint import start_governance
 from services.notifier.entrypoint import start_notifier
+from tests import cli_in_process
 
 NODES = """package muster.nodes
 import rego.v1
@@ -45,12 +45,12 @@ async def url(fresh_nats: str) -> AsyncIterator[str]:
 
 
 async def muster(url: str, *args: str) -> Result:
-    """A `muster` command in a thread of its own (it runs its own event loop), as typed."""
-    return await asyncio.to_thread(CliRunner(env={"NATS_URL": url}).invoke, main, list(args))
+    """A `muster` command as typed, in this process (tests/cli_in_process.py)."""
+    return await cli_in_process.ran(args, {**os.environ, "NATS_URL": url}, 60)
 
 
 def answers(result: Result) -> list[dict[str, Any]]:
-    """The command's JSON answers (the services here log to the same stdout the runner captures)."""
+    """The command's JSON answers."""
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"type": "GovernanceAnswer"')]
 
 

@@ -6,12 +6,11 @@ fakes)."""
 
 from __future__ import annotations
 
-import asyncio
+import os
 import re
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
@@ -19,8 +18,8 @@ from contracts.events import JobFailed, JobSucceeded
 from contracts.governance import GovernancePut
 from contracts.records import Append
 from muster.catalog.store import apply_catalog
-from muster.cli import main
 from muster.readmodel.cost import rate
+from tests import cli_in_process
 
 from .conftest import quick_demo_catalog
 
@@ -92,13 +91,8 @@ async def test_a_waiting_create_shows_its_cost_at_todays_prices_over_http_on_the
     shown = f"costs {rate(now)}/h once done at today's prices (now 0.00/h; {rate(then)}/h at the prices when it was requested)"
     page = await (await stack.http.get(f"/ui/jobs/{waiting.job_id}")).text()
     assert shown.replace("'", "&#39;") in page
-    code, out = await asyncio.to_thread(_status, waiting.job_id)
-    assert code == 0 and shown in out, out
-
-
-def _status(job_id: str) -> tuple[int, str]:
-    ran = CliRunner().invoke(main, ["status", job_id], catch_exceptions=False)
-    return ran.exit_code, ran.output
+    ran = await cli_in_process.ran(["status", waiting.job_id], os.environ, 60, catch_exceptions=False)
+    assert ran.exit_code == 0 and shown in ran.output, ran.output
 
 
 async def test_the_console_shows_a_rejected_jobs_page(stack: Stack) -> None:

@@ -11,22 +11,22 @@ on the deleted cluster is refused at once.
 
 from __future__ import annotations
 
-import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from contracts import subjects
 from contracts.commands import CreateCluster
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams
-from muster.cli import main
 from services.governance.entrypoint import start_governance
 from services.governance.scheduler import Scheduler
+from tests import cli_in_process
 from tests.integration.conftest import Webhook
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
@@ -63,8 +63,8 @@ async def governance(stack: Stack) -> AsyncIterator[Governance]:
 
 
 async def muster(stack: Stack, *args: str) -> Result:
-    """A `muster` command in a thread of its own (it runs its own event loop), as typed."""
-    return await asyncio.to_thread(CliRunner(env={"NATS_URL": stack.url}).invoke, main, list(args))
+    """A `muster` command as typed, in this process (tests/cli_in_process.py)."""
+    return await cli_in_process.ran(args, {**os.environ, "NATS_URL": stack.url}, TIMEOUT_S)
 
 
 async def events_until(stack: Stack, name: str, done: Callable[[list[Any]], bool]) -> list[Any]:

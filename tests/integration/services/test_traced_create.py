@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import Counter
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contracts.events import JobSucceeded
 from muster import tracing
-from muster.cli import main
+from tests import cli_in_process
 
 pytestmark = pytest.mark.nats
 CALLER = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
@@ -97,8 +97,8 @@ async def test_a_command_continues_the_callers_traceparent(exported: Waiting, st
     """`muster cluster create` run under a caller's trace (`TRACEPARENT`, as OpenTelemetry's
     environment carriers have it): its request and the job are in that trace, under its span."""
     caller = "00-7bf92f3577b34da6a3ce929d0e0e4736-30f067aa0ba902b7-01"
-    result = await asyncio.to_thread(CliRunner(env={"TRACEPARENT": caller}).invoke, main, [
-        "cluster", "create", "traced-cli", "--template", "hadoop-small", "--nodes", "2", "--json", "--nats-url", stack.url])
+    result = await cli_in_process.ran(["cluster", "create", "traced-cli", "--template", "hadoop-small", "--nodes", "2", "--json",
+                                       "--nats-url", stack.url], {**os.environ, "TRACEPARENT": caller}, 60)
     assert result.exit_code == 0, result.output
     job_id = next(json.loads(line)["job_id"] for line in result.output.splitlines() if line.startswith("{"))
     assert isinstance(await stack.client.wait(job_id, timeout=60), JobSucceeded)

@@ -6,45 +6,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import Result
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
-from muster.cli import main
 from muster.readmodel.cost import rate
 from muster.times import shown_time
 from services.tracker import story
 from services.tracker.story import story_at
+from tests import cli_in_process
 
 pytestmark = pytest.mark.nats
 
 Tracked = Any
 
 
-_SERVICE_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
-
-
-@dataclass
-class Ran:
-    exit_code: int
-    output: str
-    stdout: str = ""
-
-
-async def muster(*args: str, env: dict[str, str] | None = None) -> Ran:
-    """The command's exit code and output, without the lines the services running in this
-    process log meanwhile (the runner captures the whole process's stdout)."""
-    result = await asyncio.to_thread(CliRunner(env=env).invoke, main, list(args), catch_exceptions=False)
-    lines = [line for line in result.output.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
-    stdout = [line for line in result.stdout.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
-    return Ran(result.exit_code, "".join(lines), "".join(stdout))
+async def muster(*args: str, env: dict[str, str] | None = None) -> Result:
+    """The command's exit code and output, in this process (tests/cli_in_process.py: what the
+    services running in this process log meanwhile is not in it)."""
+    return await cli_in_process.ran(args, {**os.environ, **(env or {})}, 120, catch_exceptions=False)
 
 
 async def _finished_job(tracked: Tracked) -> Any:

@@ -5,17 +5,16 @@ the job's status (`muster status`, `muster watch`, the console's job page) and /
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
-
-from click.testing import CliRunner
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.tasks import ProvisionerInfo
 from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
-from muster.cli import main
 from services.provisioner.presence import MAX_TTL_S, Presence, presence_bucket
+from tests import cli_in_process
 
 from .conftest import DEMO_CATALOG, Tracked
 
@@ -49,8 +48,8 @@ async def test_a_job_nobody_serves_is_accepted_and_every_view_says_why(tracked: 
     page = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers={"Cookie": f"muster_tenant={LONELY}"})).text()
     assert 'data-testid="job-unserved"' in page and f"no live provisioner serves tenant &#39;{LONELY}&#39;" in page, page
     # `muster watch` says it before following the job (which then shows queued tasks, and waits).
-    watched = await asyncio.to_thread(CliRunner().invoke, main, ["watch", reply.job_id, "--tenant", LONELY, "--nats-url",
-                                                                 tracked.url, "--timeout", "1"], catch_exceptions=False)
+    watched = await cli_in_process.ran(["watch", reply.job_id, "--tenant", LONELY, "--nats-url", tracked.url, "--timeout", "1"],
+                                       os.environ, 60, catch_exceptions=False)
     assert watched.exit_code == 3, watched.output
     assert f"warning: no live provisioner serves tenant '{LONELY}'" in watched.output, watched.output
     # A scrape gathers the planners' answers for 0.2 s: on a loaded machine (the planner runs in
@@ -93,6 +92,6 @@ async def test_a_served_tenant_whose_class_nobody_serves_is_warned_of_in_the_sta
     assert "no provisioner of class 'gpu' is running" in body["warnings"][0]
     page = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers={"Cookie": f"muster_tenant={LONELY}"})).text()
     assert 'data-testid="job-unserved"' in page and "(class &#39;gpu&#39;)" in page, page
-    shown = await asyncio.to_thread(CliRunner().invoke, main, ["status", reply.job_id, "--tenant", LONELY, "--nats-url", tracked.url],
-                                    catch_exceptions=False)
+    shown = await cli_in_process.ran(["status", reply.job_id, "--tenant", LONELY, "--nats-url", tracked.url], os.environ, 60,
+                                     catch_exceptions=False)
     assert f"warning: no live provisioner serves tenant '{LONELY}' (class 'gpu')" in shown.output, shown.output
