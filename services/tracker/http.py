@@ -151,7 +151,9 @@ async def get_cluster_jobs(request: web.Request) -> web.Response:
     auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     after, limit = paging(request)
     page = await request.app[TRACKER].cluster_jobs(tenant, cluster_id, after, limit)
-    return not_found("cluster", cluster_id, tenant) if page is None else page_json(page)
+    if page is None:
+        return not_found("cluster", cluster_id, tenant)
+    return page_json(page if _operator(request) else replace(page, items=[planner_view.status_for(j) for j in page.items]))
 
 
 async def healthz(request: web.Request) -> web.Response:

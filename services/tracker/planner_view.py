@@ -2,7 +2,7 @@
 (`planner-<host>-<pid>`, a detail of the deployment, as a provisioner's host and process id
 are: provisioner_view.py). Super admins and services see the name: they run the deployment.
 
-The name is in a job's status and location (`owner`), in the jobs' list, and in the events
+The name is in a job's status and location (`owner`), in the jobs' lists (the tenant's, a cluster's), and in the events
 that say who owns a job (`JobRequested.planner`, `JobAdopted.planner` and `previous`), which
 `/v1/events`, `/v1/jobs/{id}/events`, the progress stream and the console's pages read; and in
 the planners' queues the console's provisioners page shows (ui/reads.py)."""

@@ -53,6 +53,8 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         assert location["owner"] == owner, location
         listed = await (await tracked.http.get("/v1/jobs", headers=headers)).json()
         assert [j["owner"] for j in listed["items"]] == [owner], listed
+        of_cluster = await (await tracked.http.get(f"/v1/clusters/{reply.cluster_id}/jobs", headers=headers)).json()
+        assert [j["owner"] for j in of_cluster["items"]] == [owner], of_cluster  # (it named the instance to everyone)
         page = await (await tracked.http.get(job + "/events", headers=headers)).json()
         assert [e["event"]["planner"] for e in page["items"] if e["type"] == "JobRequested"] == [owner], page
         sent = await _sse(await tracked.http.get("/v1/events", params={"job": reply.job_id}, headers=headers))
@@ -61,7 +63,7 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         requested = next(d for k, d in progress if k == "progress" and d["type"] == "JobRequested")
         assert f"owner {owner}" in requested["text"], requested
         if owner == PLANNER:
-            everything = json.dumps([status, location, listed, page, sent, progress])
+            everything = json.dumps([status, location, listed, of_cluster, page, sent, progress])
             assert NAME not in everything, everything[:2000]
 
     # The console's job page, signed in as each.
