@@ -284,16 +284,35 @@ class GovernanceWrites:
                 return f"subscription {body.get('name')!r}: its subject must be one of the tenant's, {prefix}…"
         if kind != "schedule":
             return body
-        old = entries.get(("schedule", str(body.get("name"))))
-        same = old is not None and old.entity.get("verb") == body.get("verb") and old.entity.get("command") == body.get("command")
-        body["owner"] = old.entity.get("owner", by) if same and old is not None else by
         command = body.get("command")
         if not isinstance(command, dict):
             return f"schedule {body.get('name')!r}: `command` must be an operation's command (a JSON object)"
+        if "type" not in command:
+            typed = _typed(command, body.get("verb"))
+            if isinstance(typed, str):
+                return f"schedule {body.get('name')!r}: {typed}"
+            body["command"] = typed
+        old = entries.get(("schedule", str(body.get("name"))))
+        same = old is not None and old.entity.get("verb") == body.get("verb") and old.entity.get("command") == body.get("command")
+        body["owner"] = old.entity.get("owner", by) if same and old is not None else by
         try:
-            parsed = COMMAND_ADAPTER.validate_python({**command, "requested_by": body["owner"]})
+            parsed = COMMAND_ADAPTER.validate_python({**body["command"], "requested_by": body["owner"]})
         except ValidationError as err:
             return f"schedule {body.get('name')!r}: its command is not an operation: {describe_validation_error(err)}"
         if VERB_OF[parsed.type] != body.get("verb") or getattr(parsed, "dry_run", False):
             return f"schedule {body.get('name')!r}: its command is a {parsed.type} (verb {VERB_OF[parsed.type]!r}), not a run of {body.get('verb')!r}"
         return body
+
+
+TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}
+
+
+def _typed(command: dict[str, Any], verb: Any) -> dict[str, Any] | str:
+    """A schedule's command without its `type`, typed by the schedule's `verb` (`{"verb": "check",
+    "command": {"cluster_id": ...}}` over HTTP); else what is missing, with the types a schedule
+    takes: pydantic said "Unable to extract tag using discriminator 'type'"."""
+    if isinstance(verb, str) and verb in TYPE_OF:
+        return {**command, "type": TYPE_OF[verb]}
+    given = f" (its verb {verb!r} is none of muster's)" if verb else ""
+    return (f"its command has no `type`{given}: give the command's type (CheckCluster, RestartServices, ExtendLease, ...: "
+            f"one of {', '.join(sorted(TYPE_OF.values()))}), or the schedule's `verb` (check, restart, extend-lease, ...)")

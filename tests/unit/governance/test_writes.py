@@ -171,3 +171,28 @@ async def test_the_notifier_refuses_a_super_admin_s_request_in_a_tenant_no_one_m
         await requests.on_request(msg)  # type: ignore[arg-type]
         assert msg.answer is not None and (msg.answer.ok, msg.answer.code, msg.answer.reason) == (
             False, "invalid", "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"), verb
+
+
+async def test_a_schedules_command_without_its_type_is_typed_by_the_verb_or_refused_naming_the_type() -> None:
+    """`PUT /v1/governance/schedules/{name}` with `{"verb": "check", "command": {"cluster_id": ...}}`
+    (the verb beside the command, as the body has it) was refused "its command is not an
+    operation: Unable to extract tag using discriminator 'type'": pydantic's words, naming neither
+    what was missing nor what it could be."""
+    from contracts.events import ClusterRequested
+    from muster.ports.eventlog import Append
+
+    log = MemoryEventLog()
+    await log.append(subjects.cluster_events("a", CLUSTER), [Append(ClusterRequested(
+        tenant="a", cluster_id=CLUSTER, name="web", template="t", provider="sim", job_id="j0"), msg_id="c")])
+    typed = await put(log_writes := GovernanceWrites(log), "schedule", name="s", every_s=600, verb="check",
+                      command={"cluster_id": CLUSTER})
+    assert typed.ok, typed
+    [written] = [r.event for r in await log.read(subjects.governance_filter("a", "schedule"))]
+    assert written.entity["command"]["type"] == "CheckCluster"
+    for verb, said in ((None, "its command has no `type`: give the command's type (CheckCluster, "),
+                       ("explode", "its command has no `type` (its verb 'explode' is none of muster's): ")):
+        refused = await put(log_writes, "schedule", name="t", every_s=600, command={"cluster_id": CLUSTER},
+                            **({"verb": verb} if verb else {}))
+        assert not refused.ok and len(refused.problems) == 1, refused
+        assert refused.problems[0].startswith(f"schedule 't': {said}"), refused.problems
+        assert "ExpandCluster" in refused.problems[0] and "discriminator" not in refused.problems[0]
