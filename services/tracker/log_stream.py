@@ -113,12 +113,30 @@ async def _selection(request: web.Request, tenant: str) -> Selection:
             return Selection(tenant, [own], scope=scope)
         return Selection(tenant, [own, *(f"{subjects.EVT}.{tenant}.{kind}.>" for kind in ("job", "layout", "task"))],
                          cluster=cluster_id, scope=scope)
-    pattern = q.get("subject", ">")
+    pattern = _under_tenant(q.get("subject", ">"), tenant)
     if len(pattern) > 1000 or not _RELATIVE.fullmatch(pattern):
         raise BadParameter("subject", f"subject {shown(pattern)} is not a subject pattern under muster.evt.<tenant>. "
                            "(tokens or *, separated by dots, with an optional > last)")
     auth_.may_read(request, Scope(tenant=tenant))
     return Selection(tenant, [f"{subjects.EVT}.{tenant}.{pattern}"], scope=Scope(tenant=tenant))
+
+
+def _under_tenant(pattern: str, tenant: str) -> str:
+    """A whole subject of the tenant's log (`muster.evt.acme.job.>`, as every event's `subject`
+    reads) as the pattern under it, as `muster events --subject` takes it: it was read as
+    `muster.evt.acme.muster.evt.acme.job.>`, and the stream said nothing, as for a quiet log. No
+    relative pattern starts with `muster` (its first token is a kind: job, cluster, task, ...)."""
+    if pattern != "muster" and not pattern.startswith("muster."):
+        return pattern
+    own = f"{subjects.EVT}.{tenant}."
+    if pattern.startswith(own) and len(pattern) > len(own):
+        return pattern[len(own):]
+    named = pattern.removeprefix(f"{subjects.EVT}.").partition(".")[0] if pattern.startswith(f"{subjects.EVT}.") else ""
+    where = ("no pattern: nothing follows the tenant" if named == tenant
+             else f"in tenant {shown(named)}, not {tenant}" if named not in ("", "*", ">")
+             else f"not in the log of tenant {tenant} ({own}>)")
+    raise BadParameter("subject", f"subject {shown(pattern)} is {where}: give a pattern under {own} (job.*, "
+                       f"task.<job>.>), or a whole subject starting with {own}")
 
 
 async def stream_events(request: web.Request) -> web.StreamResponse:

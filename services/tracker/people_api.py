@@ -99,7 +99,8 @@ MODELS: list[type[BaseModel]] = [CatalogView, CatalogHistory, ProvisionerList, C
 
 _RELATIVE = _param("subject", "query", {"type": "string", "pattern": RELATIVE_SUBJECT, "maxLength": 1000},
                    "Events on subjects matching this pattern under `muster.evt.<tenant>.` (`job.*`, `task.<job>.>`; "
-                   "default `>`: the whole tenant). Needs `read` on the tenant.")
+                   "default `>`: the whole tenant), or a whole subject of the tenant's log (`muster.evt.<tenant>.job.*`). "
+                   "Needs `read` on the tenant.")
 _JOB = _param("job", "query", {"type": "string", "pattern": UUID_PATTERN},
               "A job's story (its job, layout and task events). Needs `read` on the job.")
 _CLUSTER = _param("cluster", "query", {"type": "string", "pattern": r"^(\*|[A-Za-z0-9_\-]{1,128})$"},

@@ -206,11 +206,29 @@ async def test_another_tenants_job_and_cluster_are_not_found(tracked: Tracked) -
         ("/v1/clusters/zzz", {}, "cluster_id"),
         ("/v1/clusters?nme=web", {}, "nme"),
         ("/v1/clusters/zzz/jobs", {}, "cluster_id"),
+        ("/v1/events?subject=muster.evt.other.job.%3E", {}, "subject"),  # another tenant's whole subject
+        ("/v1/events?subject=muster.evt.default", {}, "subject"),  # the tenant, and no pattern
+        ("/v1/events?subject=muster.task.default.default", {}, "subject"),  # not the log
     ],
 )
 async def test_a_malformed_parameter_is_a_400_naming_it(lone: Any, path: str, headers: dict[str, str], parameter: str) -> None:
     body = await _json(await lone.get(path, headers=headers), 400)
     assert body["error"]["parameter"] == parameter and body["error"]["message"]
+
+
+async def test_a_whole_subject_of_the_tenants_log_reads_as_its_pattern_under_the_tenant(tracked: Tracked) -> None:
+    """`subject=muster.evt.default.job.<id>` (what every event's `subject` says) was read as a
+    pattern under the tenant, `muster.evt.default.muster.evt.default.job.<id>`: an empty stream,
+    as of a quiet log, where `muster events --subject` takes a whole subject."""
+    from .test_undecodable import _sse
+
+    reply = await _finished_job(tracked)
+    relative = await _sse(await tracked.http.get("/v1/events", params={"subject": f"job.{reply.job_id}"}))
+    whole = await _sse(await tracked.http.get("/v1/events", params={"subject": f"muster.evt.default.job.{reply.job_id}"}))
+    assert [d["seq"] for k, d in whole if k == "event"] == [d["seq"] for k, d in relative if k == "event"] != []
+    other = await _json(await tracked.http.get("/v1/events", params={"subject": "muster.evt.acme.>"}), 400)
+    assert other["error"]["message"].startswith("subject 'muster.evt.acme.>' is in tenant 'acme', not default: give a "
+                                                "pattern under muster.evt.default."), other
 
 
 @pytest.mark.parametrize("path", [f"/v1/jobs/{UNKNOWN}", f"/v1/jobs/{UNKNOWN}/location", f"/v1/jobs/{UNKNOWN}/events",
