@@ -111,6 +111,9 @@ class CatalogWrites:
 
     async def _apply(self, tenant: str, principal: str, by: str, request: ApplyCatalog) -> CatalogAnswer | Rejected:
         said = "catalog would not be applied (dry run)" if request.dry_run else "catalog not applied"
+        unknown = [k for k in request.catalog if k not in KINDS]
+        if unknown:
+            return Rejected(reason=f"{said}: {unknown_kinds(unknown)}", code="invalid", field=f"catalog.{unknown[0]}")
         try:
             incoming = Catalog.model_validate(request.catalog)
         except ValidationError as err:
@@ -146,3 +149,10 @@ class CatalogWrites:
             return CatalogAnswer(ok=False, reasons=refused.reasons)
         log.info("catalog entity deleted", tenant=tenant, by=by, kind=request.kind, name=request.name)
         return CatalogAnswer(ok=True, seqs=[seq])
+
+
+def unknown_kinds(unknown: list[str]) -> str:
+    """Kinds the catalog has none of, each with the kind meant where it is a singular (`service`):
+    they were left out, and the apply answered ok with nothing changed."""
+    said = [f"{k!r} (did you mean {k + 's'!r}?)" if k + "s" in KINDS else repr(k) for k in unknown]
+    return f"no catalog kind {', '.join(said)}: the kinds are {', '.join(KINDS)}"

@@ -28,3 +28,23 @@ async def test_deleting_what_is_not_in_the_catalog_is_not_found() -> None:
     assert (written.status, written.field) == (404, "name")
     in_use = catalog_written(CatalogAnswer(ok=False, reasons=["live cluster 'c1' (C) uses it: its template"]))
     assert in_use.status == 409 and "c1" in in_use.message
+
+
+async def test_a_kind_the_catalog_has_not_is_refused_naming_it_not_applied_as_nothing() -> None:
+    """`PUT /v1/catalog {"catalog": {"service": {...}}}` (a singular) answered 200, ok, with no
+    change: the kind was left out, and the entity never applied."""
+    from contracts.catalog_requests import CATALOG_APPLY, ApplyCatalog
+    from services.tracker.write_api import BY_NAME
+
+    log = MemoryEventLog()
+    writes = CatalogWrites(log, catalog_plugins())
+    for dry_run in (True, False):
+        data = ApplyCatalog(catalog={"service": {"base": {"name": "base"}}, "widgets": {}}, requested_by="ada",
+                            dry_run=dry_run).model_dump_json().encode()
+        reply = Rejected.model_validate_json((await writes.answer("default", "ada", CATALOG_APPLY, data)).decode())
+        assert (reply.code, reply.field) == ("invalid", "catalog.service"), reply
+        assert reply.reason.partition(": ")[2] == ("no catalog kind 'service' (did you mean 'services'?), 'widgets': the kinds "
+                                     "are providers, hardwaretypes, imagetypes, services, clustertemplates, partialtemplates"), reply
+        written = answer(BY_NAME["apply_catalog"], reply)
+        assert (written.status, written.field) == (422, "catalog.service"), written
+    assert log.records == []
