@@ -23,7 +23,16 @@ from muster.help_group import WholeHelpGroup
 
 from .bus.connect import CredentialsError, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_bus
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .cli_support import (
+    EXIT_DENIED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    command,
+    credentials_failed,
+    echo_json,
+    json_option,
+)
 from .tables import out as console
 from .tables import print_rows
 from .times import shown_time
@@ -50,7 +59,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
     try:
         creds = credentials()
     except CredentialsError as err:
-        raise CliError(str(err)) from None
+        raise credentials_failed(err) from None
     if creds.token is None:
         raise CliError("no token: set MUSTER_TOKEN or MUSTER_CREDENTIALS, or run in the folder where `muster up` wrote .muster/credentials")
     nc = await connect_bus(bus)

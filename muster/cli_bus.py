@@ -45,7 +45,7 @@ from .bus.connect import (
     saved_url,
 )
 from .bus.eventstore import ConcurrencyError, StoreError
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token, translates
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, credentials_failed, new_token, translates
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
 from .tls.context import TlsError, TlsRefused, http_connector, http_ssl
 
@@ -193,7 +193,9 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
                              disconnected_cb=_quiet, data_dir=data_dir)
     except TlsRefused as err:
         raise CliError(str(err), EXIT_UNREACHABLE) from None
-    except (CredentialsError, TlsError) as err:
+    except CredentialsError as err:
+        raise credentials_failed(err) from None
+    except TlsError as err:
         raise CliError(str(err), EXIT_INVALID) from None
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
         if any("authorization violation" in str(e).lower() for e in seen):
@@ -206,7 +208,7 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise
-        raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
+        raise CliError(refused_message(credentials().source), EXIT_DENIED) from None
 
 
 async def connect_bus(bus: Bus, refusals: Refusals | None = None) -> Client:

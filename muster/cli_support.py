@@ -53,6 +53,16 @@ def new_token(principal: str | None) -> str:
             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
 
 
+def credentials_failed(err: Exception) -> CliError:
+    """A credentials source that cannot be used: a token that is no token is refused as an unknown
+    one is (exit 4, and the way to a new one); a file that cannot be read is bad input (exit 2)."""
+    from .bus.connect import TokenUnusable
+
+    if isinstance(err, TokenUnusable):
+        return CliError(f"{err}\n{new_token(None)}", EXIT_DENIED)
+    return CliError(str(err), EXIT_INVALID)
+
+
 class CliError(click.ClickException):
     """One sentence on stderr and an exit code. With a `document`, the document is printed on
     stdout as JSON (`muster solve` and `muster plan` answer scripts that way), and the sentence

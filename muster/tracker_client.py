@@ -29,7 +29,7 @@ from contracts.records import Recorded
 
 from . import cli_bus
 from .bus.connect import CredentialsError, bearer_headers, credentials, missing_data_dir
-from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token
+from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, credentials_failed, new_token
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
 from .tls.context import http_connector, http_refusal
@@ -67,7 +67,7 @@ class TrackerReads:
             found = credentials()
             self._source, self._principal = found.source, found.principal
         except CredentialsError as err:
-            raise CliError(str(err), EXIT_INVALID) from None
+            raise credentials_failed(err) from None
         if self.tenant is not None:
             self._headers[TENANT_HEADER] = self.tenant
         self._http: aiohttp.ClientSession | None = None

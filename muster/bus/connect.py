@@ -66,6 +66,11 @@ class CredentialsError(RuntimeError):
     """A credentials source that exists but cannot be used; the message says why and how to fix it."""
 
 
+class TokenUnusable(CredentialsError):
+    """A token that is no token (cut short when pasted, another system's): refused as the bus and
+    the tracker refuse an unknown one (exit 4, a new token the way on), not as a bad file."""
+
+
 @dataclass(frozen=True)
 class Credentials:
     token: str | None
@@ -136,7 +141,7 @@ def credentials(token: str | None = None) -> Credentials:
     try:
         return Credentials(token, principal_of_token(token), source)
     except TokenError as err:
-        raise CredentialsError(f"the token from {source} is unusable: {err}") from None
+        raise TokenUnusable(f"the token from {source} is unusable: {err}") from None
 
 
 def principal_of(nc: Client) -> str:

@@ -65,3 +65,21 @@ async def test_a_read_without_any_token_says_where_it_looked_not_to_ask_an_admin
     assert "MUSTER_DATA_DIR" in said and "the folder `muster up` runs in" in said
     assert "from none" not in said and "an admin" not in said
     assert refused.exit_code == 4
+
+
+@pytest.mark.parametrize("args", [["cluster", "list", "--tracker-url", "http://127.0.0.1:9"],  # a read (the tracker)
+                                  ["cluster", "delete", "c1", "--nats-url", "nats://127.0.0.1:9"],  # a request (the bus)
+                                  ["token", "list", "--nats-url", "nats://127.0.0.1:9"]])  # an identity request
+def test_a_token_that_is_no_token_is_refused_as_an_unknown_one_is(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token cut short when pasted was bad input (exit 2) and said nothing more, where a
+    well-formed unknown one is refused (exit 4, docs/client.md) with the way to a new token."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    monkeypatch.setenv("MUSTER_TOKEN", "mst_alice_0123456789ab_" + "f" * 40)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 4, result.output
+    assert "the token from $MUSTER_TOKEN is unusable: malformed token: the secret part is not 64 hex digits" in result.output
+    assert "muster token create --for PRINCIPAL --save FILE" in result.output
+    assert "f" * 40 not in result.output  # (the token is not shown back)
