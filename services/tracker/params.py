@@ -60,7 +60,7 @@ def not_an_id(what: str, value: str, request: web.Request | None = None) -> str:
     the id itself when `value` names a cluster the caller may read."""
     kind = what.removesuffix(" id")
     where = LISTED_AT.get(kind)
-    said = f"{what} {shown(value)} is not a {kind} id (a UUID{': ' + where if where else ''})"
+    said = f"{kind} {shown(value)} is not a {kind} id (a UUID{': ' + where if where else ''})"  # (a path's read "cluster id 'web' is not a cluster id")
     ident = named_cluster(request, value) if request is not None and kind == "cluster" else None
     return said + (f"; cluster {shown(value)} is {ident}" if ident else "")
 

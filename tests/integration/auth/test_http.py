@@ -301,6 +301,8 @@ async def test_a_name_where_an_id_goes_is_told_where_the_ids_are(served: Served)
                         ("/v1/jobs/1c6b69ec-2266", "GET /v1/jobs lists them"), ("/v1/events?job=j1", "GET /v1/jobs lists them")):
         status, message = await served.get(path, "alice")
         assert status == 400 and f"(a UUID: {where})" in message, (path, status, message)
+        assert message.startswith(("cluster 'c' is not a cluster id", "job '1c6b69ec-2266' is not a job id",
+                                   "job 'j1' is not a job id")), message  # (not "cluster id 'c' is not a cluster id")
     resp = await served.http.post("/v1/clusters/c/stop", json={}, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
     assert resp.status == 400 and "GET /v1/clusters lists each cluster's id" in (await resp.json())["error"]["message"]
 
