@@ -205,7 +205,9 @@ class Session:
             for warning in reply.warnings:
                 out.print(f"warning: {warning}")
         if self.opts.wait:
-            await self.follow(reply.job_id, verb, since)
+            # A repeat's job did what it was asked before: its whole story says how it went (from
+            # `since` nothing more came, and a job that had ended was waited on until --timeout).
+            await self.follow(reply.job_id, verb, 0 if reply.duplicate else since)
 
     async def follow(self, job_id: str, title: str, since: int = 0) -> None:
         until = WAIT_UNTIL.get(title, frozenset(FINAL_JOB_EVENTS))

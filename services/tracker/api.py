@@ -18,7 +18,7 @@ from contracts.layout import Layout
 from . import people_api
 from .api_base import DEFAULT_LIMIT as DEFAULT_LIMIT
 from .api_base import DEFAULT_TENANT as DEFAULT_TENANT
-from .api_base import MAX_LIMIT, MAX_SEQ, TENANT, TENANT_HEADER, UUID_PATTERN, Route, _Out, _param
+from .api_base import LAST_EVENT_ID, MAX_LIMIT, MAX_SEQ, TENANT, TENANT_HEADER, UUID_PATTERN, Route, _Out, _param
 
 JOB_STATES = ("running", "waiting_for_resources", "waiting_for_approval", "paused", "succeeded", "failed", "rolling_back", "rolled_back",
               "needs_attention")
@@ -352,8 +352,6 @@ LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MA
 AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "maximum": MAX_SEQ, "default": 0},
                "Cursor: return items after this log sequence (a page's `next_after`).")
 CLUSTER_FILTER = _param("cluster", "query", {"type": "string", "pattern": UUID_PATTERN}, "Only jobs of this cluster.")
-LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": "^[0-9]{1,18}$"},
-                       "Resume a stream after this event id (a log sequence), as browsers do on reconnect.")
 POOL = _param("pool", "path", {"type": "string", "pattern": subjects.TOKEN.pattern}, "A pool's name.", required=True)
 HOSTS_FLAG = _param("hosts", "query", {"type": "boolean", "default": True}, "Include every host (false: summary and line).")
 NAME_FILTER = _param("name", "query", {"type": "string"}, "Only clusters of this name (a deleted one keeps its name).")

@@ -42,3 +42,7 @@ class Route:
     errors: tuple[int, ...] = (400, 404, 503)
     extra: dict[str, type[BaseModel]] = field(default_factory=dict)
     """Other responses: status -> body model."""
+
+
+LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": "^[0-9]{1,18}$"},
+                       "Resume a stream after this event id (a log sequence), as browsers do on reconnect.")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -41,6 +40,7 @@ from .params import (
     BadParameter,
     error,
     known_query,
+    last_event_id,
     not_an_id,
     not_found,
     page_json,
@@ -119,12 +119,7 @@ async def get_job_events(request: web.Request) -> web.Response:
 async def stream_job(request: web.Request) -> web.StreamResponse:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
     await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
-    last_id = 0
-    raw_last = request.headers.get("Last-Event-ID")
-    if raw_last:
-        if not re.fullmatch(r"[0-9]{1,18}", raw_last):
-            raise BadParameter("Last-Event-ID", f"Last-Event-ID {shown(raw_last)} is not a log sequence")
-        last_id = int(raw_last)
+    last_id = last_event_id(request)
     still = auth_.still_reading(request, await auth_.job_scope(tenant, job_id, request.app[TRACKER]))
     return await sse.job_stream(request, tenant, job_id, last_id, operator=_operator(request), still=still)
 

@@ -36,7 +36,7 @@ from muster.readmodel.story import job_of
 from . import auth as auth_
 from . import planner_view
 from .app import event_json, skipped_json
-from .params import TRACKER, UUID_RE, BadParameter, int_query, not_an_id, shown, tenant_of
+from .params import TRACKER, UUID_RE, BadParameter, int_query, last_event_id, not_an_id, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
 from .provisioner_view import event_for
@@ -141,7 +141,9 @@ def _under_tenant(pattern: str, tenant: str) -> str:
 
 async def stream_events(request: web.Request) -> web.StreamResponse:
     tenant = tenant_of(request)
-    after = int_query(request, "after", 0, 0, MAX_SEQ)
+    # A client opening the stream again (EventSource does, by itself) goes on after its last event,
+    # as a job's progress stream does: it was sent the whole story again.
+    after = max(int_query(request, "after", 0, 0, MAX_SEQ), last_event_id(request))
     since = time_query(request, "since")
     follow = flag(request, "follow", False)
     selection = await _selection(request, tenant)
@@ -157,10 +159,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     try:
         for r in history:
             await _send(response, r, since, viewer)
-        events = [r for r in history if not isinstance(r.event, Undecodable)]  # (a mark after the end does not reopen it)
-        last = events[-1] if events else None
-        job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
-        if follow and not job_over:
+        if follow and not await _job_over(store, selection, end):
             if not await _follow(response, store, selection, max(after, end), since, viewer,
                                  auth_.still_reading(request, selection.scope)):
                 return response  # the reader lost its right to it: the stream ended saying so
@@ -170,6 +169,18 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     except Exception:  # the response has started: all that is left is to end it
         log.exception("event stream failed", tenant=tenant)
     return response
+
+
+async def _job_over(store: EventLog, selection: Selection, end: int) -> bool:
+    """A job's story that has ended by `end`: its own subject's last event is a final one (a retry
+    reopens it). It was judged by the last event sent, so a story followed from after its end
+    (`after`, `Last-Event-ID`: a reconnect, `muster job cancel J --wait` repeated) was followed
+    for ever, nothing to come."""
+    if selection.job is None:
+        return False
+    own = [r for r in await store.read(subjects.job_events(selection.tenant, selection.job), up_to_seq=end)
+           if not isinstance(r.event, Undecodable)]  # (a mark after the end does not reopen it)
+    return bool(own) and own[-1].type in FINAL_JOB_EVENTS
 
 
 async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None) -> None:

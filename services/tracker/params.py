@@ -107,6 +107,17 @@ def int_query(request: web.Request, name: str, default: int, low: int, high: int
     return value
 
 
+def last_event_id(request: web.Request) -> int:
+    """The `Last-Event-ID` an SSE client sends when it opens a stream again: the last event it
+    had (0 without one)."""
+    raw = request.headers.get("Last-Event-ID")
+    if not raw:
+        return 0
+    if not re.fullmatch(r"[0-9]{1,18}", raw):
+        raise BadParameter("Last-Event-ID", f"Last-Event-ID {shown(raw)} is not a log sequence")
+    return int(raw)
+
+
 def paging(request: web.Request) -> tuple[int, int]:
     return (int_query(request, "after", 0, 0, api.MAX_SEQ), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from contracts import subjects
 from contracts.catalog import KINDS
 
-from .api_base import TENANT, UUID_PATTERN, Route, _Out, _param
+from .api_base import LAST_EVENT_ID, TENANT, UUID_PATTERN, Route, _Out, _param
 
 CLUSTER_REF = r"^[A-Za-z0-9_\-]{1,128}$"
 """A cluster's id or its name (names are tokens, like tenants)."""
@@ -130,7 +130,7 @@ ROUTES: tuple[Route, ...] = (
           "The log as server-sent events: one `event` per event (id = log sequence; data = seq, subject, time, type, "
           "aggregate_id, version, event), then `end` (data: `{\"seq\"}`, the log's last sequence when the read "
           "began) once caught up; with `follow`, new events as they are recorded and `: keep-alive` comments. Give "
-          "one of `job`, `cluster` and `subject` (given several, the first of these counts; none: `subject=>`).", None, (TENANT, _RELATIVE, _JOB, _CLUSTER, _JOBS, _AFTER, _SINCE, _FOLLOW),
+          "one of `job`, `cluster` and `subject` (given several, the first of these counts; none: `subject=>`).", None, (TENANT, _RELATIVE, _JOB, _CLUSTER, _JOBS, _AFTER, _SINCE, _FOLLOW, LAST_EVENT_ID),
           content_type="text/event-stream"),
     Route("/v1/replay", "get_replay",
           "A cluster rebuilt from the log as it was at a point (`seq` or `at`; default now), with each of its jobs "

@@ -124,6 +124,23 @@ async def test_job_control_and_exit_codes(stack: Stack, fresh_nats: str) -> None
     assert waited.code == 0 and _lines(waited.stdout)[-1]["type"] == "JobSucceeded"
 
 
+async def test_a_repeated_job_control_request_waits_on_its_job_to_the_end_it_had(stack: Stack, fresh_nats: str) -> None:
+    """`muster job cancel J --request-id K --wait` sent again after its job was rolled back said
+    "same job, which rolled back", then waited out --timeout for an end that had come (exit 3,
+    "has not ended ... it goes on without us"; by default an hour): it followed the job from the
+    log's end, and the tracker's story of an ended job followed from after its end never ended."""
+    slow = Provider(name="sim", providertype="simulated", provisioner={"latency_ms": "400"})  # time to cancel it
+    await apply_catalog(stack.store, stack.tenant, Catalog(providers={"sim": slow}))
+    accepted = await muster(fresh_nats, "cluster", "create", "gone", "-t", "hadoop-small", "-n", "2", "--json")
+    job_id = _lines(accepted.stdout)[0]["job_id"]
+    cancel = ("job", "cancel", job_id, "--request-id", "cancel-gone", "--wait", "--timeout", "60")
+    first = await muster(fresh_nats, *cancel)
+    assert first.code == 1 and f"Error: job {job_id} was rolled back: cancelled by " in first.stderr, first.stderr
+    again = await muster(fresh_nats, *cancel)
+    assert "(a repeat of an earlier request: same job, which rolled back" in again.stdout, again.stdout
+    assert again.code == 1 and f"Error: job {job_id} was rolled back: cancelled by " in again.stderr, again.stderr
+
+
 async def test_a_job_that_does_not_succeed_exits_1(stack: Stack, fresh_nats: str, tmp_path: Any) -> None:
     template = json.loads((DEMO / "clustertemplates" / "hadoop-small.json").read_text())
     template["compatibility"]["services"].append("broken")

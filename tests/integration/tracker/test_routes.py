@@ -316,3 +316,25 @@ async def test_a_query_string_of_8_kib_is_still_read(lone: Any) -> None:
     path = "/v1/jobs?state="
     body = await _json(await lone.get(path + "x" * (8192 - len(path))), 400)
     assert body["error"]["parameter"] == "state"
+
+
+async def test_a_stream_opened_again_goes_on_after_its_last_event_and_an_ended_jobs_story_ends(tracked: Tracked) -> None:
+    """An SSE client opening `/v1/events` again sends `Last-Event-ID` (EventSource does, by
+    itself): it was sent the whole story again. And a job's story followed from after the job's
+    end (`after`, that header) was followed for ever: `muster job cancel J --wait` sent again
+    waited out its --timeout for an end that had come."""
+    from .test_undecodable import _sse
+
+    reply = await _finished_job(tracked)
+    whole = [d for k, d in await _sse(await tracked.http.get("/v1/events", params={"job": reply.job_id})) if k == "event"]
+    middle = whole[len(whole) // 2]["seq"]
+    again = await _sse(await tracked.http.get("/v1/events", params={"job": reply.job_id},
+                                              headers={"Last-Event-ID": str(middle)}))
+    assert [d["seq"] for k, d in again if k == "event"] == [d["seq"] for d in whole if d["seq"] > middle]
+    bad = await _json(await tracked.http.get("/v1/events", params={"job": reply.job_id}, headers={"Last-Event-ID": "x"}), 400)
+    assert bad["error"]["parameter"] == "Last-Event-ID"
+    async with asyncio.timeout(20):  # (it never ended)
+        for headers, params in (({}, {"after": str(whole[-1]["seq"])}), ({"Last-Event-ID": str(whole[-1]["seq"])}, {})):
+            sent = await _sse(await tracked.http.get("/v1/events", params={"job": reply.job_id, "follow": "true", **params},
+                                                     headers=headers))
+            assert [k for k, _ in sent] == ["end"], sent
