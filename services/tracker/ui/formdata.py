@@ -9,12 +9,14 @@ inverse, `fields_of`, turns a saved plan's request back into the fields that ask
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.commands import ID, MAX_CLUSTER_SIZE, too_many_nodes
+from contracts.limits import MAX_JSON_DEPTH, json_depth
 from services.auth.domain.authz import OPERATION_PERMISSIONS
 
 Form = Mapping[str, Sequence[str]]
@@ -96,13 +98,49 @@ def _node_ids(form: Form) -> list[str] | None:
     return [n for n in re.split(r"[\s,]+", _one(form, "nodes")) if n] or None
 
 
+class _NotJson(ValueError):
+    """What Python's parser would take, or give up on with an exception of its own, said in words."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(f"{text[:20]} is too large a number (a JSON number here is finite)")
+    return value
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:  # int() would raise ValueError naming sys.set_int_max_str_digits
+        raise _NotJson(f"a number of {digits:,} digits; at most {_MAX_DIGITS:,}")
+    return int(text)
+
+
+_MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits' default)
+
+
 def config_of(raw: str, errors: dict[str, str]) -> dict[str, Any] | None:
+    """A config field's JSON object, or None with the reason at `config`. Strict JSON: NaN and
+    Infinity, which Python's parser takes, would reach the log as null (pydantic writes them so);
+    the nesting is bounded before parsing, as the planner bounds a request's (the parser's
+    RecursionError would be a 500 page)."""
     if not raw.strip():
         return {}
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        errors["config"] = f"nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}"
+        return None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as err:
         errors["config"] = f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        return None
+    except _NotJson as err:
+        errors["config"] = f"not valid JSON: {err}"
         return None
     if not isinstance(value, dict):
         errors["config"] = f"must be a JSON object ({{...}}), not {type(value).__name__}"
@@ -145,6 +183,8 @@ def create_body(form: Form) -> tuple[dict[str, Any], dict[str, str]]:
         errors["name"] = "give the cluster a name"
     elif not NAME.fullmatch(body["name"]):
         errors["name"] = f"{body['name'][:40]!r}: a cluster's name is letters, digits, '-' and '_' only (at most 128)"
+    if not body["services"]:  # (the solver would say the template has no default services: it has, unticked)
+        errors["services"] = "tick at least one service: a cluster runs at least one"
     nodes = _nodes(form, errors)
     if nodes is not None:
         body["nodes"] = nodes

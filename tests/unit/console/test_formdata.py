@@ -32,6 +32,16 @@ def test_a_create_form_becomes_the_body_the_api_takes() -> None:
     ([("name", "c"), ("nodes", "-1")], "nodes", "not a whole number"),
     ([("name", "c"), ("nodes", "2"), ("config", "{oops")], "config", "not valid JSON: Expecting property name"),
     ([("name", "c"), ("nodes", "2"), ("config", "[]")], "config", "must be a JSON object"),
+    # What Python's parser takes but JSON has not, or what it gives up on with an exception of its
+    # own: each said at the field (they were a 500 page, or a config stored as null for NaN).
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": NaN}')], "config", "NaN is not a JSON number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": -Infinity}')], "config", "-Infinity is not a JSON number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": 1e999}')], "config", "1e999 is too large a number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": ' + "9" * 5000 + "}")], "config", "a number of 5,000 digits"),
+    ([("name", "c"), ("nodes", "2"), ("config", "[" * 50_000)], "config", "nests 50,000 levels deep; the limit is 32"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": ' * 33 + "1" + "}" * 33)], "config", "nests 33 levels deep"),
+    # No service ticked: said at the services, not as the solver's "the template has no default services".
+    ([("name", "c"), ("nodes", "2"), ("template", "t")], "services", "tick at least one service"),
 ])
 def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str, str]], field: str, words: str) -> None:
     _, errors = create_body(_form(pairs))
@@ -44,6 +54,7 @@ def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str,
     ("restart", [("rolling", "25%"), ("tolerance", "1")], {"rolling": {"batch": "25%", "tolerance": 1}}, {}),
     ("restart", [("rolling", ""), ("tolerance", "2")], {}, {"tolerance": "a tolerance goes with a rolling batch"}),
     ("restart", [("rolling", "0%")], {}, {"rolling": "a rolling batch is at least one node (or a percentage above 0)"}),
+    ("configure", [("config", '{"a": NaN}')], {}, {"config": "not valid JSON: NaN is not a JSON number (JSON has no NaN or Infinity)"}),
     ("configure", [("config", "{}"), ("restart", "on"), ("rolling", "2")], {"config": {}, "restart": True,
                                                                           "rolling": {"batch": 2, "tolerance": 0}}, {}),
     ("upgrade", [("service", "base")], {"service": "base"}, {}),
