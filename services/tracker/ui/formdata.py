@@ -30,6 +30,8 @@ class Op:
     name: str
     """The operation's verb, as the bus and the permission table name it."""
     title: str
+    fields: tuple[str, ...] = ()
+    """The fields its form has, each of which shows its own errors (_operations.html)."""
 
     @property
     def route(self) -> str:
@@ -42,20 +44,21 @@ class Op:
         return OPERATION_PERMISSIONS[self.name]
 
 
+_ROLLING = ("rolling", "tolerance")
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("expand", "Expand"),
-    Op("shrink", "Shrink"),
-    Op("add-services", "Add services"),
-    Op("remove-services", "Remove services"),
-    Op("start", "Start services"),
-    Op("stop", "Stop services"),
-    Op("restart", "Restart"),
-    Op("configure", "Configure"),
-    Op("upgrade", "Upgrade a service"),
-    Op("check", "Check services"),
-    Op("repair", "Repair"),
-    Op("rollback", "Roll back"),
-    Op("delete", "Delete"),
+    Op("expand", "Expand", ("nodes",)),
+    Op("shrink", "Shrink", ("nodes",)),
+    Op("add-services", "Add services", ("services",)),
+    Op("remove-services", "Remove services", ("services",)),
+    Op("start", "Start services", ("services", "nodes")),
+    Op("stop", "Stop services", ("services", "nodes")),
+    Op("restart", "Restart", ("services", "nodes", *_ROLLING)),
+    Op("configure", "Configure", ("config", *_ROLLING)),
+    Op("upgrade", "Upgrade a service", ("service", *_ROLLING)),
+    Op("check", "Check services", ("services",)),
+    Op("repair", "Repair", _ROLLING),
+    Op("rollback", "Roll back", ("to_job",)),
+    Op("delete", "Delete", ("confirm",)),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "start": "start", "stop": "stop", "restart": "restart", "configure": "configure",
@@ -237,6 +240,41 @@ def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, An
     else:
         errors["op"] = f"{op[:40]!r} is not an operation the console offers"
     return {k: v for k, v in body.items() if v is not None}, errors
+
+
+def offered_ops(allowed: Sequence[str], nodes: int, bounds: tuple[int, int], on: Sequence[str], addable: Sequence[str],
+            earlier: Sequence[Any]) -> list[str]:
+    """The change forms a cluster page shows, of those the viewer may use: not one that cannot
+    be filled in right (a shrink at the template's least size, an expand at its most, services
+    to add when the template allows no other, a rollback with no earlier change to go back to)."""
+    can = {"expand": nodes < bounds[1], "shrink": nodes > max(bounds[0], 1), "add-services": bool(addable),
+           "rollback": bool(earlier), **{op: bool(on) for op in ("remove-services", "start", "stop", "restart", "upgrade", "check")}}
+    return [op for op in allowed if can.get(op, True)]
+
+
+def size_note(allowed: Sequence[str], shown: Sequence[str], nodes: int, bounds: tuple[int, int]) -> str | None:
+    """Why an expand or a shrink the viewer may use is not offered: the cluster's size is at the
+    template's bound (said, not only left out, so nobody looks for it)."""
+    no = [op for op in ("expand", "shrink") if op in allowed and op not in shown]
+    if not no:
+        return None
+    which = "the only size" if len(no) == 2 else "the most" if no == ["expand"] else "the fewest"
+    return (f"It has {nodes} node{'s' if nodes != 1 else ''}, {which} its template allows ({bounds[0]} to {bounds[1]}): "
+            f"no {' or '.join(no)}.")
+
+
+def shown_errors(op: str | None, shown: Sequence[str], errors: Mapping[str, str]) -> dict[str, str]:
+    """A change's errors as the page shows them: each under its field when the page has that
+    form and field, else above the forms, named by the change (a post from a page that offered
+    a form this one no longer does, e.g. services to add once every one is on; without this, a
+    422 page that said nothing)."""
+    chosen = OPS.get(op or "")
+    fields = chosen.fields if chosen is not None and chosen.name in shown else ()
+    out = {k: v for k, v in errors.items() if k in fields}
+    unseen = [v for k, v in errors.items() if k not in fields]
+    if unseen:
+        out["form"] = (f"{chosen.title}: " if chosen is not None else "") + "; ".join(unseen)
+    return out
 
 
 def field_of(parameter: str | None, fields: Sequence[str]) -> str:

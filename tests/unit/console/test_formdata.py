@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from services.tracker.ui import formdata
 from services.tracker.ui.controls import controls_for
 from services.tracker.ui.formdata import OPS, create_body, field_of, fields_of, operation_body
 from services.tracker.write_api import BY_NAME
@@ -114,3 +115,19 @@ def test_a_start_or_stop_names_its_services_and_nodes_and_a_repair_takes_nothing
         {"to_job": "5ae0e438-c796-575d-8e25-9e786000fb74"}, {})
     assert operation_body("rollback", {}, "c1")[1] == {"to_job": "pick the job to go back before"}
     assert ("to_job", "5ae0") in fields_of("rollback", {"to_job": "5ae0"})
+
+
+def test_the_change_forms_a_cluster_page_offers_and_where_their_errors_are_said() -> None:
+    every = list(OPS)
+    assert formdata.offered_ops(every, 2, (2, 50), ["base"], [], [{"id": "j"}]) == [
+        op for op in every if op not in ("shrink", "add-services")]
+    assert formdata.size_note(every, formdata.offered_ops(every, 2, (2, 50), ["base"], [], []), 2, (2, 50)) == \
+        "It has 2 nodes, the fewest its template allows (2 to 50): no shrink."
+    assert formdata.size_note(every, formdata.offered_ops(every, 3, (3, 3), ["base"], [], []), 3, (3, 3)) == \
+        "It has 3 nodes, the only size its template allows (3 to 3): no expand or shrink."
+    assert formdata.size_note(["delete"], ["delete"], 2, (2, 50)) is None  # (nothing the viewer may use is missing)
+    shown = ["expand", "restart"]
+    assert formdata.shown_errors("restart", shown, {"rolling": "bad", "form": "busy"}) == {"rolling": "bad", "form": "Restart: busy"}
+    assert formdata.shown_errors("shrink", shown, {"nodes": "too few"}) == {"form": "Shrink: too few"}
+    assert formdata.shown_errors("reboot", shown, {"op": "'reboot' is not an operation"}) == {"form": "'reboot' is not an operation"}
+    assert formdata.shown_errors(None, shown, {}) == {}
