@@ -229,3 +229,22 @@ def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Must
     assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
     expect(page.locator("#timeline")).not_to_contain_text("TASK [install redis]")  # under its task, not in the timeline
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+
+
+def test_a_tasks_own_page_follows_its_running_attempt_to_its_end(muster: Muster, page: Any) -> None:
+    # The page a task's link shares (/ui/jobs/{id}/tasks/{task}) said "Progress (live)" and stayed
+    # as rendered: a reader saw the attempt "claimed" long after it had succeeded.
+    created = muster.create("talking-alone", "talky-small", 1)
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    link = page.locator("#tasks tbody tr a.task-link", has_text="install.talky")
+    expect(link).to_have_count(1, timeout=LONG)  # planned: the task's page exists
+    page.goto(f"/ui/jobs/{created['job_id']}/tasks/n1000.install.talky")
+    expect(page.locator("h1")).to_contain_text("Task n1000.install.talky")
+    detail = page.get_by_test_id("task-detail")
+    assert "succeeded" not in detail.locator("p").first.inner_text(), "the attempt ended before its page opened"
+    page.evaluate("window.sameDocument = true")
+    expect(detail.get_by_test_id("attempt-lines")).to_contain_text("changed: [n1] TASK [configure redis]", timeout=LONG)
+    expect(detail.locator("p").first).to_contain_text("succeeded", timeout=LONG)
+    expect(detail.get_by_test_id("attempt").first.locator("h4")).to_contain_text("succeeded")
+    expect(page.get_by_test_id("task-live")).to_have_text("finished: succeeded", timeout=LONG)
+    assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
