@@ -286,7 +286,7 @@ async def post_apply(request: web.Request, viewer: Viewer) -> web.StreamResponse
         return redirect(f"/ui/jobs/{written.body['job_id']}")
     found = await saved_plan(tracker_of(request), viewer.tenant, plan_id) if subjects.TOKEN.fullmatch(plan_id) else None
     again = None
-    if found is not None:
+    if found is not None and written.status != 403:  # (one who may not apply it may not make it again either)
         saved = found[0]
         target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview"
         again = (target, formdata.fields_of(saved.operation, saved.command))

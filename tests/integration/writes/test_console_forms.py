@@ -118,6 +118,13 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     assert "(a tenant admin can give it: muster grant reader write --scope 'cluster:*')" in html.unescape(page)  # as the CLI says
     status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
     assert status == 403 and "no write permission" in page
+    # A writer's preview applied by the reader (its plan id shared): refused, and not offered again
+    # to be previewed, which would be refused the same way.
+    status, page, _ = await Console(session, served, "writer").post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
+    plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    before = served.log()
+    status, page, _ = await reader.post(f"/ui/plans/{plan_id}/apply", [])
+    assert status == 403 and "no write permission" in page and "Preview again" not in page
     assert served.log() == before
 
 
