@@ -56,6 +56,23 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     expect(page.get_by_test_id("operations")).to_be_visible()
 
 
+def test_a_clusters_page_says_when_the_cluster_changed_and_its_job_ended(muster: Muster, page: Any) -> None:
+    # A cluster's page stayed as rendered: "busy with its create job ..., the planner refuses
+    # changes until it ends" went on being said long after the job had ended.
+    created = muster.create("changing", "slow-small", 2)
+    page.goto(f"/ui/clusters/{created['cluster_id']}")
+    busy = page.get_by_test_id("ops-busy")
+    expect(busy).to_be_visible()
+    notice = page.get_by_test_id("cluster-changed")
+    page.evaluate("window.sameDocument = true")
+    expect(notice).to_contain_text("JobSucceeded", timeout=LONG)  # the last event so far: the job's end
+    expect(busy).to_be_hidden()
+    assert page.evaluate("window.sameDocument === true")  # said on the page as it was, not by a reload
+    notice.get_by_role("link", name="Reload").click()
+    expect(page.get_by_test_id("cluster-changed")).to_be_hidden()
+    expect(page.get_by_test_id("ops-busy")).to_have_count(0)
+
+
 def test_a_failing_task_shows_its_retries_and_the_rollback_and_retry_starts_it_again(muster: Muster, page: Any) -> None:
     created = muster.create("broken", "broken-small", 2)
     page.goto(f"/ui/jobs/{created['job_id']}?group=stage")

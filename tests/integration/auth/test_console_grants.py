@@ -123,6 +123,9 @@ async def test_a_grant_on_one_cluster_shows_it_and_hides_the_other_like_an_unkno
         assert html.replace(Y, "ID").replace(JOBS[Y], "ID") == unknown.replace(other_cluster, "ID").replace(other_job, "ID"), path
     stream = await console.http.get(f"/ui/jobs/{JOBS[Y]}/stream", cookies={"muster_session": console.tokens["onex"]})
     assert stream.status == 404 and (await stream.json())["error"]["message"] == f"no job {JOBS[Y]} in tenant a"
+    for cluster in (Y, other_cluster):  # a cluster's page's stream (cluster_live.py): the same answer for both
+        stream = await console.http.get(f"/ui/clusters/{cluster}/stream", cookies={"muster_session": console.tokens["onex"]})
+        assert stream.status == 404 and (await stream.json())["error"]["message"] == f"no cluster {cluster} in tenant a"
     for path in ("/ui/clusters", "/ui/jobs"):
         status, html = await console.get(path, "onex")
         assert status == 200 and X in html and Y not in html and JOBS[Y] not in html, path
