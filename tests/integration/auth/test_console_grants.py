@@ -173,6 +173,9 @@ async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: 
     # What is hidden is said, with the grant that shows it; it was "no catalog yet" to one who reads none.
     assert "1 of the catalog's entities are not shown: onex may not read them" in html and "no catalog yet" not in html
     assert "muster grant onex read --scope 'catalog:*'" in html
+    # A kind it reads none of says so under its heading (it was a heading over nothing, or over a
+    # table's header row alone).
+    assert html.count('data-testid="none-shown">None that onex may read.<') == 4 and 'data-testid="services"' in html
     status, html = await console.get("/ui/catalog", "ada")  # a tenant admin reads the whole catalog
     assert status == 200 and "svc-shown" in html and "svc-hidden" in html
 
