@@ -28,26 +28,13 @@
       }
     }
 
-    function progressLine(p) {  // false: that attempt is not on the page yet
-      const list = body.querySelector('ol[data-testid="attempt-lines"][data-attempt="' + p.attempt + '"]');
-      if (!list) return false;
-      if ([...list.children].some((li) => li.value === p.n)) return true;
-      const li = document.createElement("li");
-      li.value = p.n;
-      li.textContent = (p.skipped ? "(" + p.skipped + " left out) " : "") + p.line;
-      list.appendChild(li);
-      const hint = list.parentElement.querySelector(".hint");
-      if (hint) hint.remove();
-      return true;
-    }
-
     const source = new EventSource("/ui/jobs/" + d.job + "/stream?after=" + d.seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
     source.addEventListener("batch", (ev) => {
       const m = JSON.parse(ev.data);
       let changed = m.tasks.some((t) => t.id === d.task) || m.replan;
-      for (const p of m.progress) if (p.task_id === d.task && !progressLine(p)) changed = true;
+      for (const p of m.progress) if (p.task_id === d.task && !musterConsole.progressLine(body, p)) changed = true;
       if (changed) refetch();
     });
     source.addEventListener("end", (ev) => {
