@@ -793,7 +793,8 @@ class Job(Aggregate):
         # provider that names its machines finds it by name (libcloud).
         completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.id not in completed
                       and t.id in self.maybe_made]
-        undo = rollback_plan(self.plan, completed, services)
+        had = {(n.id, s) for n in self.previous_nodes for s in n.services}
+        undo = rollback_plan(self.plan, completed, services, had)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(
             job_id=str(self.id), reason=reason,

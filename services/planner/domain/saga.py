@@ -185,7 +185,12 @@ def exhausted_reason(job: Job) -> str:
     error = " ".join(job.last_errors.get(task, "").split())
     if len(error) > REASON_ERROR_MAX:
         error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"
-    return f"{said}: {error}" if error else said
+    said = f"{said}: {error}" if error else said
+    failed = job.failed_nodes  # a rolling change: the first task out of attempts may have been within it
+    if job.tolerance and len(failed) > job.tolerance:
+        said = f"{job.operation} failed on {len(failed)} node(s), past its tolerance of {job.tolerance}: " \
+               f"{', '.join(failed[:5])}{f' and {len(failed) - 5} more' if len(failed) > 5 else ''}; {said}"
+    return said
 
 
 def record_moves(job: Job, cluster: Cluster) -> None:

@@ -122,3 +122,19 @@ def test_rollback_of_a_partial_add_services_is_a_dag_that_reverses_the_order(cut
     undone = {(t.node, t.service) for t in back.tasks}
     installed = {(plan.by_id[t].node, plan.by_id[t].service) for t in done if plan.by_id[t].action is Action.INSTALL}
     assert installed <= undone
+
+
+def test_an_install_over_a_service_the_node_had_is_not_undone_by_removing_it() -> None:
+    """A failed upgrade (stop, install, configure, then the start failed) was rolled back with
+    `remove s` then `start s`: the service removed from a node whose layout still has it, and
+    started after its removal. What the node had before the job is put back running instead:
+    the config goes back, the service starts again; the install itself has no inverse."""
+    cat = catalog(svc("s", ["install", "configure", "start", "stop", "remove"]))
+    plan = build_plan(cat, [node("n1", "s")], "upgrade", services=["s"])
+    done = {"n1.stop.s", "n1.install.s", "n1.configure.s"}
+    back = rollback_plan(plan, done, cat, had={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.configure.s", "n1.start.s"]
+    assert set(back.edges) == {("n1.configure.s", "n1.start.s")}
+    # a service the node did not have (add-services) is still removed
+    added = build_plan(cat, [node("n1", "s")], "add-services", services=["s"])
+    assert [t.id for t in rollback_plan(added, {"n1.install.s", "n1.configure.s"}, cat, had=set()).tasks] == ["n1.remove.s"]
