@@ -138,3 +138,18 @@ def test_an_install_over_a_service_the_node_had_is_not_undone_by_removing_it() -
     # a service the node did not have (add-services) is still removed
     added = build_plan(cat, [node("n1", "s")], "add-services", services=["s"])
     assert [t.id for t in rollback_plan(added, {"n1.install.s", "n1.configure.s"}, cat, had=set()).tasks] == ["n1.remove.s"]
+
+
+def test_a_start_of_a_service_meant_to_run_before_the_job_is_not_undone_by_stopping_it() -> None:
+    """A repair of nodes whose state was unknown (confirm, start, status) whose status check kept
+    failing was rolled back with a stop of the service on every node: services that may well
+    have been running, and are meant to, stopped by the repair. A service meant to be stopped
+    before the job (a `start` job's) is still stopped again."""
+    cat = catalog(svc("s", ["install", "configure", "start", "stop", "remove"]))
+    plan = build_plan(cat, [node("n1", "s"), node("n2", "s")], "start", services=["s"])
+    done = {"n1.start.s", "n2.start.s"}
+    assert [t.id for t in rollback_plan(plan, done, cat, had={("n1", "s"), ("n2", "s")},
+                                        meant_running={("n1", "s")}).tasks] == ["n2.stop.s"]
+    restart = build_plan(cat, [node("n1", "s")], "restart", services=["s"])
+    back = rollback_plan(restart, {"n1.stop.s", "n1.start.s"}, cat, had={("n1", "s")}, meant_running={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.start.s"]  # the stop is undone; the start has nothing to undo
