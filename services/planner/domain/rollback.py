@@ -8,8 +8,10 @@ Inverse of each completed task (docs/planner.md, "Rollback"):
   reinstall) has no inverse: removing it would leave the node without a service its layout
   keeps, so its configure is put back and its stop undone instead;
 - START s -> STOP s, but not where s was meant to run before the job (`meant_running`: a
-  repair's start, a restart's): a rollback never stops a service that should run (a repair of
-  nodes whose state was unknown stopped every service it could not check);
+  repair's start) and the job did not stop it: a rollback never stops a service that should
+  run (a repair of nodes whose state was unknown stopped every service it could not check);
+  one the job stopped and started again is restarted by the rollback (stop, start), on the
+  config it puts back;
 - STOP s -> START s; REMOVE s -> INSTALL s;
 - CONFIGURE s -> CONFIGURE s (the executor supplies the previous config);
 - no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
@@ -58,13 +60,15 @@ def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Map
               had: frozenset[tuple[str, str]], meant_running: frozenset[tuple[str, str]]) -> dict[str, PlannedTask]:
     created = {t.node for t in done if t.action is A.CREATE}
     installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in had}
+    # stopped and started again by the job: the rollback restarts it (on the config it puts back)
+    restarted = {(t.node, t.service) for t in done if t.action is A.STOP}
     out: dict[str, PlannedTask] = {}
     for t in done:
         if t.node in created:
             out[t.id] = PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None)
             continue
         if t.id in thrown_in or t.service is None or (t.action is A.INSTALL and (t.node, t.service) in had) \
-                or (t.action is A.START and (t.node, t.service) in meant_running):
+                or (t.action is A.START and (t.node, t.service) in meant_running - restarted):
             continue
         action = A.REMOVE if (t.node, t.service) in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action)
         if action is None or (services is not None and not services[t.service].has_action(action)):
