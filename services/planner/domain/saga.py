@@ -409,7 +409,10 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Record the plan made from the solver's layout and dispatch; or fail the job."""
     if isinstance(answer, LayoutUnsolvable) and job.layout_round:  # the layouts tried were all there was
-        reason = f"{job.operation} rolled back after {job.layout_round} other layout(s): {answer.message}"
+        # layout_round counts the layouts that failed: it said "after 1 other layout(s)" when the
+        # one layout tried had failed and the solver had no other
+        reason = (f"{job.operation} rolled back after {job.layout_round} layout(s) that failed, with no other to try: "
+                  f"{answer.message}")
         job.no_other_layout(reason)
         cluster.set_status("failed" if job.operation == "create" else "active", str(job.id), reason)
         return Effects()
