@@ -122,7 +122,8 @@ def said(console: Console, outcome: Outcome, what: str) -> None:
 
 def show_members(info: ClusterInfo, counts: dict[str, int | None], console: Console) -> None:
     """As every command's tables (muster.tables): in a pipe, plain columns with every value in full."""
-    rows = [[node, info.hostnames.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
+    named = {n.id: n.hostname for n in info.nodes}  # the layout's, where the provider reports none (localhost nodes)
+    rows = [[node, info.hostnames.get(node) or named.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
              "not answering" if count is None else str(count),
              ", ".join(f"{svc} {state}" for (n, svc), state in info.observed.items() if n == node)]
             for node, count in sorted(counts.items())]
