@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,13 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 class MacroError(Exception):
-    """An expansion that cannot be done; the message names the macro."""
+    """An expansion that cannot be done; the message names the macro. `permanent` unless it
+    waits on a node's facts (an address, a host name, which its create reports): a retry
+    expands the same config against the same layout, and fails the same way."""
+
+    def __init__(self, message: str, *, permanent: bool = True) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)
@@ -180,13 +186,13 @@ def _address(node: NodeInfo, iptype: str) -> str:
     ip = node.ipaddresses.get(iptype)
     if not ip:
         known = ", ".join(sorted(node.ipaddresses)) or "none yet"
-        raise MacroError(f"node {node.hostname or node.id} has no {iptype} address (it has: {known})")
+        raise MacroError(f"node {node.hostname or node.id} has no {iptype} address (it has: {known})", permanent=False)
     return ip
 
 
 def _host(node: NodeInfo) -> str:
     if not node.hostname:
-        raise MacroError(f"node {node.id} has no host name")
+        raise MacroError(f"node {node.id} has no host name", permanent=False)
     return node.hostname
 
 
@@ -257,7 +263,7 @@ def expand_text(text: str, scope: Scope) -> str:
         try:
             value = render(parse(macro), scope)
         except MacroError as err:
-            raise MacroError(f"macro %{macro}%: {err}") from None
+            raise MacroError(f"macro %{macro}%: {err}", permanent=err.permanent) from None
         out.append(text[pos:start])
         out.append(f"%{macro}%" if value is None else value)
         pos = end + 1
@@ -277,7 +283,7 @@ def expand(config: Any, scope: Scope, path: tuple[str | int, ...] = ()) -> Any:
         try:
             return expand_text(config, scope)
         except MacroError as err:
-            raise MacroError(f"{err} (in config {_path(path)})") from None
+            raise MacroError(f"{err} (in config {_path(path)})", permanent=err.permanent) from None
     if isinstance(config, Mapping):
         return {k: expand(v, scope, (*path, k)) for k, v in config.items()}
     if isinstance(config, list):
@@ -303,26 +309,52 @@ def problems(config: Any, path: tuple[str | int, ...] = ()) -> list[str]:
     return []
 
 
+def _parsed(config: Any) -> Iterator[Expression]:
+    """The well-formed macros of a config (ill-formed ones name nothing: the task that expands
+    them fails on its own)."""
+    if isinstance(config, str):
+        for macro in macros_in(config) if "%" in config else ():
+            try:
+                yield parse(macro)
+            except MacroError:
+                continue
+    elif isinstance(config, Mapping):
+        for v in config.values():
+            yield from _parsed(v)
+    elif isinstance(config, list):
+        for v in config:
+            yield from _parsed(v)
+
+
 def services_named(config: Any) -> set[str]:
     """The services whose nodes the config's macros name (`%ip.service.nats%`, `%num.service.x%`,
     ...): what a node's expanded config depends on besides the config itself, so a layout that
-    changes who has them makes a config written before it stale (`readmodel/lifecycle.py`).
-    Ill-formed macros name nothing (the task that expands them fails on its own)."""
-    if isinstance(config, str):
-        found = set()
-        for macro in macros_in(config) if "%" in config else ():
-            try:
-                service = _kind(parse(macro).name)[2]
-            except MacroError:
-                continue
-            if service:
-                found.add(service)
-        return found
-    if isinstance(config, Mapping):
-        return set().union(*(services_named(v) for v in config.values()))
-    if isinstance(config, list):
-        return set().union(*(services_named(v) for v in config))
-    return set()
+    changes who has them makes a config written before it stale (`readmodel/lifecycle.py`)."""
+    found = set()
+    for expr in _parsed(config):
+        try:
+            service = _kind(expr.name)[2]
+        except MacroError:
+            continue
+        if service:
+            found.add(service)
+    return found
+
+
+def instances_named(config: Any) -> dict[str, int]:
+    """For each service a macro names by instance (`%host.service.zk[2]%`), the highest
+    instance named: a layout with fewer nodes of it fails the task that expands the macro."""
+    out: dict[str, int] = {}
+    for expr in _parsed(config):
+        if expr.instance is None:
+            continue
+        try:
+            service = _kind(expr.name)[2]
+        except MacroError:
+            continue
+        if service:
+            out[service] = max(out.get(service, 0), expr.instance)
+    return out
 
 
 def expand_task(task: TaskMessage) -> TaskMessage:

@@ -148,8 +148,10 @@ def print_drift(c: ClusterInfo) -> None:
         if d.after:  # the repair's own reason for not installing it again
             action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
-        if d.observed in ("unknown", "failed") and (said := c.observed_detail.get((d.node, d.service))):
-            out.print(f"    its status said: {said}")  # why: "unknown" alone left the reader to dig in the job's history
+        # why: "unknown" alone left the reader to dig in the job's history; a stopped one's status says how it
+        # found it so (`redis on 10.213.0.3 does not answer: ... Connection refused`: examples/catalog-real)
+        if d.observed in ("unknown", "failed", "stopped") and (said := c.observed_detail.get((d.node, d.service))):
+            out.print(f"    its status said: {said}")
     if any(d.repair for d in c.drift):
         out.print(f"repair: muster cluster repair {c.name}")
 

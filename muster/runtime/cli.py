@@ -424,6 +424,10 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
     _check_tracing()
 
+    from .real_demo import fresh_prefix
+
+    real_prefix = fresh_prefix()  # the real demo's nodes' names: this run's own, swept after the deployment stops
+
     async def main() -> None:
         if real:  # the Ansible flavours' playbooks, for the provisioner this starts
             from .real_demo import REAL_CATALOG
@@ -440,18 +444,22 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
                 await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console, real=real))
                 return
             if real:
-                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant))
+                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant, real_prefix))
                 return
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
             if deployment.started:
                 await deployment.stop()
+                if real and not on_pool:
+                    from .real_demo import sweep_left
+
+                    await sweep_left(real_prefix, (data_dir / "nodes").resolve(), console)
                 console.print("everything stopped.")
 
     _run(_stoppable(main()))
 
 
-async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) -> None:
+async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, prefix: str) -> None:
     from services.provisioner.plugins.builtin.namespaces.system import root_refusal
 
     from . import real_demo
@@ -460,7 +468,8 @@ async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) ->
     if refusal:
         console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
     async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
-        await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=(data_dir / "nodes").resolve())
+        await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=(data_dir / "nodes").resolve(),
+                                 prefix=prefix)
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:

@@ -13,6 +13,7 @@ own loopback addresses (the same scenario, shell flavour).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -25,6 +26,8 @@ from rich.console import Console
 
 from contracts.catalog import Catalog
 from contracts.commands import (
+    Accepted,
+    CancelJob,
     CheckCluster,
     ConfigureCluster,
     CreateCluster,
@@ -38,7 +41,7 @@ from muster.bus.eventstore import EventStore
 from muster.bus.server import nats_server_binary
 from muster.catalog.files import load_sources
 from muster.catalog.store import apply_catalog
-from muster.client import MusterClient, Outcome
+from muster.client import MusterClient, MusterError, Outcome
 from muster.readmodel.clusters import ClusterInfo
 from muster.tables import print_rows
 
@@ -108,14 +111,19 @@ def fresh_prefix() -> str:
 async def run(client: MusterClient, command: Any, tenant: str, console: Console | None = None, what: str = "") -> Outcome:
     outcome = await client.run(command, tenant=tenant, timeout=TIMEOUT_S)
     if console is not None:
-        state = "succeeded" if outcome.succeeded else f"ended {outcome.final.type}: {outcome.reason}"
-        console.print(f"{what or command.type}: job {outcome.reply.job_id} {state}")
+        said(console, outcome, what or command.type)
     return outcome
+
+
+def said(console: Console, outcome: Outcome, what: str) -> None:
+    state = "succeeded" if outcome.succeeded else f"ended {outcome.final.type}: {outcome.reason}"
+    console.print(f"{what}: job {outcome.reply.job_id} {state}")
 
 
 def show_members(info: ClusterInfo, counts: dict[str, int | None], console: Console) -> None:
     """As every command's tables (muster.tables): in a pipe, plain columns with every value in full."""
-    rows = [[node, info.hostnames.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
+    named = {n.id: n.hostname for n in info.nodes}  # the layout's, where the provider reports none (localhost nodes)
+    rows = [[node, info.hostnames.get(node) or named.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
              "not answering" if count is None else str(count),
              ", ".join(f"{svc} {state}" for (n, svc), state in info.observed.items() if n == node)]
             for node, count in sorted(counts.items())]
@@ -124,14 +132,19 @@ def show_members(info: ClusterInfo, counts: dict[str, int | None], console: Cons
 
 
 async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes: int = 3, grow_to: int = 5,
-                   provider: str = "ns", base_dir: Path) -> None:
-    prefix = fresh_prefix()
+                   provider: str = "ns", base_dir: Path, prefix: str = "") -> None:
+    prefix = prefix or fresh_prefix()
     await apply_catalog(EventStore(client.nc), tenant, real_catalog(prefix, base_dir, provider=provider), by="demo")
     console.print(f"real catalog loaded: NATS on {provider!r} nodes (prefix {prefix})")
-    created = await run(client, CreateCluster(name=f"nats-{prefix}", template="nats-cluster", nodes=nodes, requested_by="demo"),
-                        tenant, console, f"create {nodes} nodes")
-    cluster_id = created.reply.cluster_id
+    # accepted before it is waited for: an interruption in the create still deletes the cluster
+    accepted = await client.submit(CreateCluster(name=f"nats-{prefix}", template="nats-cluster", nodes=nodes, requested_by="demo"),
+                                   tenant=tenant)
+    if not isinstance(accepted, Accepted):  # (a create is an operation: submit raises on a refusal)
+        raise MusterError(f"create answered {accepted.type}")
+    cluster_id = accepted.cluster_id
     try:
+        created = Outcome(accepted, await client.wait(accepted.job_id, tenant=tenant, timeout=TIMEOUT_S))
+        said(console, created, f"create {nodes} nodes")
         if not created.succeeded:
             return
         info = await client.cluster(cluster_id, tenant=tenant)
@@ -154,7 +167,30 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         print_drift(console, info)  # the rest still name the two nodes gone
         await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair the stale configs")
     finally:
-        await run(client, DeleteCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "delete")
+        await delete(client, tenant, console, cluster_id)
+
+
+async def delete(client: MusterClient, tenant: str, console: Console, cluster_id: str) -> None:
+    """The demo's nodes are real: its cluster goes however the demo ends. Interrupted (Ctrl-C), the
+    demo was waiting for a job, and a delete is refused while one runs (`busy`): that job is
+    cancelled first (its changes rolled back), then the cluster deleted. Until session 32 the
+    delete was refused, and the namespaces, sshds and nats-servers stayed after "everything
+    stopped." (`muster demo` then sweeps its prefix too: cli.py)."""
+    command = DeleteCluster(cluster_id=cluster_id, requested_by="demo")
+    for _ in range(3):  # a job that ended meanwhile, or one accepted just after the first look
+        try:
+            await run(client, command, tenant, console, "delete")
+            return
+        except MusterError as refused:
+            info = await client.cluster(cluster_id, tenant=tenant)
+            if info.status == "deleted":  # (a create cancelled: its rollback deleted every node)
+                console.print(f"cluster {info.name} is deleted")
+                return
+            job = info.job_id
+            console.print(f"{refused}: cancelling its job {job} first")
+        with contextlib.suppress(MusterError):  # (it ended already: the delete is tried again)
+            await run(client, CancelJob(job_id=job, requested_by="demo"), tenant, console, "cancel")
+    console.print(f"cluster {cluster_id} not deleted: `muster cluster delete {cluster_id}` while the deployment runs")
 
 
 def print_drift(console: Console, info: ClusterInfo) -> None:
@@ -178,3 +214,17 @@ async def misbehave(client: MusterClient, tenant: str, console: Console, info: C
     await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair")
     counts = await members_by_node(await client.cluster(cluster_id, tenant=tenant))
     console.print(f"members each server sees after it: {', '.join(str(n) for n in counts.values())}")
+
+
+async def sweep_left(prefix: str, base_dir: Path, console: Console) -> None:
+    """After the deployment has stopped (no provisioner makes a node any more), what the demo's
+    namespace nodes left goes by the demo's prefix, its own: nothing after a delete that finished;
+    after one that did not (a demo stopped hard, a delete that failed, a create accepted as the demo
+    was stopped), the namespaces, veths, bridge, processes and directories."""
+    from services.provisioner.plugins.builtin.namespaces import system
+
+    if system.root_refusal():
+        return  # (localhost nodes: the provisioner's stop removes them)
+    removed = await system.sweep(prefix, [base_dir])
+    if removed:
+        console.print(f"removed what the demo's nodes had left: {', '.join(removed)}")

@@ -21,7 +21,7 @@ from muster.times import shown_time
 
 from .cli import ask, ask_in, listed, out, report
 from .domain.operation_text import operation_text
-from .domain.schedules import due, typed
+from .domain.schedules import listed_due, typed
 
 # -- muster schedule ----------------------------------------------------------------------------
 
@@ -94,8 +94,7 @@ def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
     if entity.get("paused"):
         return "paused"
     s = Schedule.model_validate(entity)
-    last = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
-    return shown_time(due(s, last, datetime.fromisoformat(item["created_at"]), datetime.now(UTC)).next_at)
+    return shown_time(listed_due(s, item, datetime.now(UTC)).next_at)
 
 
 @schedule.command("list")

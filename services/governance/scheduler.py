@@ -88,7 +88,7 @@ class Scheduler:
 
     def next_at(self, tenant: str, name: str) -> datetime | None:
         entry = self.schedules.get((tenant, name))
-        return due(Schedule.model_validate(entry.entity), entry.last_tick, entry.created_at, self.clock.now()).next_at \
+        return due(Schedule.model_validate(entry.entity), entry.last_tick, entry.created_at, self.clock.now(), entry.counts_from).next_at \
             if entry is not None and not entry.ended else None
 
     def _disarm(self, key: tuple[str, str]) -> None:
@@ -108,7 +108,7 @@ class Scheduler:
             self._disarm(key)
             return
         schedule = Schedule.model_validate(entry.entity)
-        decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now())
+        decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now(), entry.counts_from)
         self._disarm(key)
         at = self.clock.now() if decision.tick is not None else decision.next_at
         self.timers[key] = self.clock.call_at(at, lambda: self._tick(*key))
@@ -120,7 +120,7 @@ class Scheduler:
         if entry is None or entry.ended:
             return
         schedule = Schedule.model_validate(entry.entity)
-        decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now())
+        decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now(), entry.counts_from)
         if decision.tick is None:
             self._arm(key)
             return

@@ -34,6 +34,7 @@ from services.governance.domain.policies import Finding, PolicySource, Verdict
 from services.governance.domain.references import reads_tenant_totals
 from services.governance.sandbox import PolicySandbox
 
+from . import traces
 from .domain import spend
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
@@ -214,14 +215,19 @@ class Governance:
         return out
 
     def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:
-        """What the job carries of the judgement: warnings, and the wait for an approver."""
+        """What the job carries of the judgement: warnings, and the wait for an approver (each a
+        mark in the job's trace: admission saves them itself, not through `Execution.execute`)."""
+        told: list[Any] = []
         if judgement.verdict.warnings:
-            job.warn(PolicyWarned(job_id=str(job.id), warnings=_messages(judgement.verdict.warnings)))
+            told.append(PolicyWarned(job_id=str(job.id), warnings=_messages(judgement.verdict.warnings)))
+            job.warn(told[-1])
         wait = judgement.wait
         if wait is not None:
-            job.await_approval(JobApprovalRequested(
+            told.append(JobApprovalRequested(
                 job_id=str(job.id), rules=list(wait.rules), expires_at=wait.expires_at, allow_self_approval=wait.allow_self_approval,
                 cluster_version=cluster.version, digest=digest, cost=judgement.cost, layout=layout))
+            job.await_approval(told[-1])
+        traces.marks(job, told)
 
     def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
         """A dry run's cost, and what the policies and approval rules would say of it, for the

@@ -27,8 +27,22 @@ MARKS = {
     "TaskAttemptFailed": "attempt failed", "RollbackPlanned": "rollback planned", "JobRetried": "job retried",
     "JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "job cancel requested",
     "JobAdopted": "job adopted", "CleanupQueued": "cleanup queued",
+    # Governance (docs/governance.md): a job that waited an hour for its approver showed an hour
+    # of nothing in its trace; who decided, and when, is the job's turn as a retry is.
+    "JobApprovalRequested": "waits for approval", "JobApproved": "job approved", "JobRejected": "job rejected",
+    "JobApprovalExpired": "approval expired", "PolicyWarned": "policy warned",
 }
 """The job's turns worth a mark, by event type."""
+
+
+def _told(event: Any) -> dict[str, Any]:
+    """What a governance mark says: who decided, the rules and until when it waits, a policy's
+    warnings. Never an approver's comment: their own words, which may hold anything."""
+    rules, warnings = getattr(event, "rules", None), getattr(event, "warnings", None)
+    expires = getattr(event, "expires_at", None)
+    return {"by": getattr(event, "by", None), "rules": ", ".join(rules) if rules else None,
+            "expires_at": expires.isoformat() if isinstance(expires, datetime) else expires,
+            "warnings": "; ".join(warnings)[:200] if warnings else None}
 
 
 def of(job: Job) -> str | None:
@@ -130,5 +144,5 @@ def marks(job: Job, events: Iterable[Any]) -> None:
             # a failed span's status is.
             reason = getattr(event, "reason", None) or getattr(event, "error", None)
             with tracer.span(name, parent, task=getattr(event, "task_id", None), attempt=getattr(event, "attempt", None),
-                             reason=reason[:200] if isinstance(reason, str) else reason, **attributes(job)):
+                             reason=reason[:200] if isinstance(reason, str) else reason, **_told(event), **attributes(job)):
                 pass

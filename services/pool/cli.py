@@ -24,6 +24,7 @@ from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, j
 from muster.client import default_user
 from muster.help_group import WholeHelpGroup
 from muster.tables import print_rows
+from muster.times import shown_time
 
 from . import client as pools
 from .entrypoint import serve
@@ -164,7 +165,7 @@ async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
     if queue:
         print_rows("waiting, in policy order", ["#", "request", "tenant", "cluster", "hosts", "urgency", "priority", "score", "deadline"],
                    [[str(q["position"]), q["request_id"], q["tenant"], q["cluster_id"], str(q["hosts"]),
-                     str(q["urgency"]), str(q["priority"]), f"{q['score']:g}", q["deadline"] or ""] for q in queue], out, heading=True)
+                     str(q["urgency"]), str(q["priority"]), f"{q['score']:g}", shown_time(q["deadline"], "")] for q in queue], out, heading=True)
     else:
         out.print("nobody is waiting")
 

@@ -84,8 +84,8 @@ class NodesResolver:
             task = task.model_copy(update={"nodes": nodes, "nodes_ref": None})
         try:  # with the whole map at hand: Coopr's config macros (muster/macros.py)
             task = expand_task(task)
-        except MacroError as err:
-            return TaskOutcome(ok=False, error=str(err))
+        except MacroError as err:  # permanent: the same layout on a retry (docs/client.md, "Config macros")
+            return TaskOutcome(ok=False, error=str(err), permanent=err.permanent)
         outcome = await self.inner.execute(task)
         reason = check_size("the result", outcome.result, MAX_RESULT_BYTES)
         if reason:

@@ -320,7 +320,8 @@ class GovernanceList(_Out):
     items: list[dict[str, Any]] = Field(description=(
         "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run, "
         "operation: what it sends, as a command line would say it (its `text`, else written from its command), "
-        "ended: why a schedule ended, its cluster deleted, empty while it runs), or the denied requests, newest first"))
+        "ended: why a schedule ended, its cluster deleted, empty while it runs; counts_from: when it was last resumed or "
+        "given another time or operation, its ticks counted from then, null if never), or the denied requests, newest first"))
     warnings: list[str] | None = Field(default=None, description=(
         "schedules listed without `read` on the tenant: only those the requester owns or may run are listed, and this "
         "says so (absent otherwise)"))

@@ -22,7 +22,7 @@ from contracts.governance import Schedule
 from contracts.identity import Scope
 from services.auth.domain.authz import may_see_schedule
 from services.governance.domain.operation_text import operation_text
-from services.governance.domain.schedules import describe, due
+from services.governance.domain.schedules import describe, listed_due
 from services.governance.store import read_entries, with_deliveries, with_ends
 from services.governance.writes import schedules_shown
 
@@ -38,8 +38,7 @@ def schedule_runs(item: dict[str, Any], now: datetime) -> dict[str, Any]:
         schedule = Schedule.model_validate(item["entity"])
     except ValidationError:
         return {"when": "?", "next_at": None, "last": None, "operation": "?"}
-    last_tick = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
-    upcoming = None if schedule.paused or item.get("ended") else due(schedule, last_tick, datetime.fromisoformat(item["created_at"]), now).next_at
+    upcoming = None if schedule.paused or item.get("ended") else listed_due(schedule, item, now).next_at
     return {"when": describe(schedule), "next_at": upcoming.isoformat() if upcoming else None,
             "operation": schedule.text or operation_text(schedule.verb, schedule.command),
             "last": item["runs"][-1] if item.get("runs") else None}

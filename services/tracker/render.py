@@ -32,7 +32,7 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     if body.get("error"):
         console.print(f"  error: {escape(body['error'])}")  # a script's words, brackets and all
     if body.get("resources"):
-        console.print("  " + resources_line(body["resources"]))
+        console.print("  " + resources_line(body["resources"], ended=body.get("state") in FINAL_JOB_STATES))
     for warning in body.get("warnings") or ():
         console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     for warned in body.get("policy_warnings") or ():

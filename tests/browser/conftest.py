@@ -222,6 +222,10 @@ def page(browser: Any, muster: Muster) -> Iterator[Any]:
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # What a script logs as an error, or the browser does for the page (a refused resource, a
+    # bad attribute); not the status of a page a test opens to see its 404 or 403.
+    page.on("console", lambda m: errors.append(f"console: {m.text}")
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
     try:
         yield page
         assert not errors, f"script errors on the page: {errors}"

@@ -56,6 +56,23 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     expect(page.get_by_test_id("operations")).to_be_visible()
 
 
+def test_a_clusters_page_says_when_the_cluster_changed_and_its_job_ended(muster: Muster, page: Any) -> None:
+    # A cluster's page stayed as rendered: "busy with its create job ..., the planner refuses
+    # changes until it ends" went on being said long after the job had ended.
+    created = muster.create("changing", "slow-small", 2)
+    page.goto(f"/ui/clusters/{created['cluster_id']}")
+    busy = page.get_by_test_id("ops-busy")
+    expect(busy).to_be_visible()
+    notice = page.get_by_test_id("cluster-changed")
+    page.evaluate("window.sameDocument = true")
+    expect(notice).to_contain_text("JobSucceeded", timeout=LONG)  # the last event so far: the job's end
+    expect(busy).to_be_hidden()
+    assert page.evaluate("window.sameDocument === true")  # said on the page as it was, not by a reload
+    notice.get_by_role("link", name="Reload").click()
+    expect(page.get_by_test_id("cluster-changed")).to_be_hidden()
+    expect(page.get_by_test_id("ops-busy")).to_have_count(0)
+
+
 def test_a_failing_task_shows_its_retries_and_the_rollback_and_retry_starts_it_again(muster: Muster, page: Any) -> None:
     created = muster.create("broken", "broken-small", 2)
     page.goto(f"/ui/jobs/{created['job_id']}?group=stage")
@@ -229,3 +246,22 @@ def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Must
     assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
     expect(page.locator("#timeline")).not_to_contain_text("TASK [install redis]")  # under its task, not in the timeline
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+
+
+def test_a_tasks_own_page_follows_its_running_attempt_to_its_end(muster: Muster, page: Any) -> None:
+    # The page a task's link shares (/ui/jobs/{id}/tasks/{task}) said "Progress (live)" and stayed
+    # as rendered: a reader saw the attempt "claimed" long after it had succeeded.
+    created = muster.create("talking-alone", "talky-small", 1)
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    link = page.locator("#tasks tbody tr a.task-link", has_text="install.talky")
+    expect(link).to_have_count(1, timeout=LONG)  # planned: the task's page exists
+    page.goto(f"/ui/jobs/{created['job_id']}/tasks/n1000.install.talky")
+    expect(page.locator("h1")).to_contain_text("Task n1000.install.talky")
+    detail = page.get_by_test_id("task-detail")
+    assert "succeeded" not in detail.locator("p").first.inner_text(), "the attempt ended before its page opened"
+    page.evaluate("window.sameDocument = true")
+    expect(detail.get_by_test_id("attempt-lines")).to_contain_text("changed: [n1] TASK [configure redis]", timeout=LONG)
+    expect(detail.locator("p").first).to_contain_text("succeeded", timeout=LONG)
+    expect(detail.get_by_test_id("attempt").first.locator("h4")).to_contain_text("succeeded")
+    expect(page.get_by_test_id("task-live")).to_have_text("finished: succeeded", timeout=LONG)
+    assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload

@@ -1,9 +1,9 @@
 """Real clusters end to end (#29.5): `muster up`'s processes, namespace nodes with their own sshd,
 a NATS cluster from examples/catalog-real that the servers themselves report as formed.
 
-The fast case (default run): one node, created, checked from the live process, deleted, nothing
+The fast cases (default run): one node, created, checked from the live process, deleted, nothing
 left; on the way, expanded to two (the first node's config stale, repaired), its sshd killed and
-the node reconnected by a repair. The long one (`make test-long`): 3
+the node reconnected by a repair; and `muster demo --real` interrupted in its expand, nothing left. The long one (`make test-long`): 3
 nodes -> 5 (the old ones stale, reconfigured with the new peers, one at a time) -> a configure that
 fails rolls back -> a killed server is drift -> repair -> shrink (the rest stale, repaired) ->
 delete, nothing left."""
@@ -416,6 +416,46 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     assert "Traceback" not in out + done.stderr
     prefix = out.split("(prefix ")[1].split(")")[0]
     assert not list(Path("/run/netns").glob(f"{prefix}-*")) and not list(Path("/sys/class/net").glob(f"{prefix}-*"))
+
+
+def test_an_interrupted_muster_demo_real_deletes_its_nodes(tmp_path: Path) -> None:
+    """Ctrl-C while the demo waits for a job (here its expand): the delete was refused (`busy`),
+    and the namespaces, veths, bridge, sshds and nats-servers stayed after "everything stopped."
+    The demo now cancels the job, deletes the cluster, and sweeps its own prefix."""
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+
+    if system.root_refusal():
+        pytest.skip(str(system.root_refusal()))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    nodes_dir, prefix, out = tmp_path / "data" / "nodes", "", []
+    with subprocess.Popen([sys.executable, "-m", "muster", "demo", "--real", "--data-dir", str(tmp_path / "data")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**env, "COLUMNS": "160"},
+                          cwd=tmp_path) as demo:
+        try:
+            assert demo.stdout is not None
+            for line in demo.stdout:  # up to the three nodes' table: the demo then waits for its expand
+                out.append(line)
+                prefix = prefix or (line.split("(prefix ")[1].split(")")[0] if "(prefix " in line else "")
+                if sum("nats running" in seen for seen in out) == 3:
+                    break
+            assert prefix and sum("nats running" in seen for seen in out) == 3, "".join(out)
+            demo.send_signal(signal.SIGINT)
+            out.extend(demo.stdout)
+            assert demo.wait(timeout=300) == 0, "".join(out)
+            said = "".join(out)
+            assert re.search(r"delete: job \S+ succeeded", said) and said.rstrip().endswith("everything stopped."), said
+            assert "Traceback" not in said
+            left = [*Path("/run/netns").glob(f"{prefix}-*"), *Path("/sys/class/net").glob(f"{prefix}-*"), *nodes_dir.glob(f"{prefix}-*")]
+            assert left == [], said
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+            if prefix:  # (what main left, for the next run)
+                asyncio.run(system.sweep(prefix, [nodes_dir]))
 
 
 @LONG

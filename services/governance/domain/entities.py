@@ -58,12 +58,17 @@ class Entry:
     ended: str = ""
     """A schedule: why it ended (`ScheduleAnswered.ended`), '' while it runs; no tick is taken after."""
     ended_at: datetime | None = None
+    counts_from: datetime | None = None
+    """A schedule: when it was last resumed, given another time or another operation. Its ticks
+    count from then (or from its last tick, if later): a tick that fell while it was paused, or
+    under its old timing, is not one a scheduler missed, and is not run late at the change."""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "version": self.version, "by": self.by, "entity": self.entity,
                 "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
                 "last_tick": self.last_tick.isoformat() if self.last_tick else None, "runs": self.runs[-10:],
-                **({"ended": self.ended, "ended_at": self.ended_at.isoformat() if self.ended_at else None}
+                **({"ended": self.ended, "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+                    "counts_from": self.counts_from.isoformat() if self.counts_from else None}
                    if self.kind == "schedule" else {})}
 
 
@@ -85,6 +90,8 @@ def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
             # Paused, resumed or retimed, an ended schedule stays ended; given another operation
             # (a cluster made again under the same name is another cluster), it runs again.
             entry.ended, entry.ended_at = old.ended, old.ended_at
+        if old is not None and e.kind == "schedule":
+            entry.counts_from = r.time if restarts_ticks(old.entity, e.entity) else old.counts_from
         entries[(e.kind, e.name)] = entry
         return entry
     if isinstance(e, GovernanceDeleted):
@@ -110,6 +117,17 @@ def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
 def same_operation(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Two versions of a schedule send the same request (one paused, resumed or retimed)."""
     return old.get("verb") == new.get("verb") and old.get("command") == new.get("command")
+
+
+def restarts_ticks(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A version of a schedule after which its ticks count anew: resumed, given another time or
+    another operation. Before session 32 a resume ran at once, late, the latest tick that fell
+    while it was paused (`--missed once`): a `cluster restart` paused through an incident ran
+    the moment it was resumed."""
+    if new.get("paused"):
+        return False
+    timing = ("cron", "every_s", "timezone")
+    return bool(old.get("paused")) or any(old.get(k) != new.get(k) for k in timing) or not same_operation(old, new)
 
 
 def fold(records: Iterable[Recorded]) -> dict[tuple[str, str], Entry]:

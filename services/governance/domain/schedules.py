@@ -4,7 +4,8 @@ missed while none ran.
 A tick is a moment the schedule names (a cron expression in the schedule's time zone, or every
 N seconds from the schedule's creation). A scheduler arms one timer per schedule, for the next
 tick after the last one the log says was taken (`ScheduleFired`), or after the schedule's
-creation. Ticks missed while no scheduler ran are handled by the schedule's `missed` policy:
+creation, or after its latest resume or change when later (a tick that fell while it was paused
+was not missed: nobody wanted it run). Ticks missed while no scheduler ran are handled by the schedule's `missed` policy:
 
 - `once` (the default): the latest missed tick runs once, late (its `ScheduleFired` says how
   late and how many earlier ticks were skipped); the others are skipped. A nightly check missed
@@ -21,9 +22,10 @@ of the same name is another cluster), so no later tick could run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -102,9 +104,11 @@ class Due:
     skipped: int = 0
 
 
-def due(schedule: Schedule, last: datetime | None, created_at: datetime, now: datetime) -> Due:
-    """The tick to run at `now`, given the last tick taken (None: none yet)."""
-    start = last or created_at
+def due(schedule: Schedule, last: datetime | None, created_at: datetime, now: datetime,
+        counts_from: datetime | None = None) -> Due:
+    """The tick to run at `now`, given the last tick taken (None: none yet) and when the schedule
+    was last resumed or changed (`Entry.counts_from`): no tick before the later of them runs."""
+    start = max((t for t in (last, counts_from) if t is not None), default=created_at)
     first = next_tick(schedule, start, created_at)
     if first > now:
         return Due(None, first)
@@ -121,6 +125,13 @@ def due(schedule: Schedule, last: datetime | None, created_at: datetime, now: da
     if schedule.missed == "skip" and late > grace_s(schedule):
         return Due(None, upcoming, skipped=missed + 1)
     return Due(latest, upcoming, late_s=max(0.0, late), skipped=missed)
+
+
+def listed_due(schedule: Schedule, item: Mapping[str, Any], now: datetime) -> Due:
+    """`due` of a schedule as a listing has it (`Entry.to_json`)."""
+    def at(key: str) -> datetime | None:
+        return datetime.fromisoformat(item[key]) if item.get(key) else None
+    return due(schedule, at("last_tick"), datetime.fromisoformat(item["created_at"]), now, at("counts_from"))
 
 
 def grace_s(schedule: Schedule) -> float:

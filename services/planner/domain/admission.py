@@ -11,6 +11,7 @@ signature and name it in the table.
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,7 +20,7 @@ from uuid import UUID
 from contracts.catalog import Catalog, ClusterTemplate
 from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster, UpgradeService
 from muster.catalog.templates import TemplateError, resolve_template
-from muster.macros import services_named
+from muster.macros import instances_named, services_named
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
     from .cluster import Cluster
@@ -449,6 +450,12 @@ def config_notes(f: Facts) -> list[str]:
         notes.append(f"config: a macro names service {service!r}, which the cluster does not have (its services: "
                      f"{', '.join(sorted(has)) or 'none'}): it stays as written, %...% and all"
                      + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if f.cluster is not None and not isinstance(f.command, CreateCluster):  # a create's counts wait for its layout
+        counts = Counter(s for n in _cluster(f).nodes.values() for s in n.services)
+        for service, index in sorted(instances_named(config).items()):
+            if service in has and index >= counts[service]:
+                notes.append(f"config: a macro names node [{index}] of service {service!r}, which runs on "
+                             f"{counts[service]} node(s) (counted from 0): the tasks that expand it fail, not retried")
     return notes
 
 

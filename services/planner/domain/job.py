@@ -49,6 +49,7 @@ from contracts.events import (
     TaskQueued,
 )
 from contracts.layout import Layout, NodeSpec
+from muster.readmodel import desired
 from muster.readmodel.jobs import shown_state
 
 from .model import Plan, PlannedTask
@@ -793,7 +794,12 @@ class Job(Aggregate):
         # provider that names its machines finds it by name (libcloud).
         completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.id not in completed
                       and t.id in self.maybe_made]
-        undo = rollback_plan(self.plan, completed, services)
+        had = {(n.id, s) for n in self.previous_nodes for s in n.services}
+        running: set[tuple[str, str]] = set()
+        if self.previous_stopped is not None:  # (v1 events do not say: every start is undone, as then)
+            layout = {n.id: n.services for n in self.previous_nodes}
+            running = had - desired.stopped_pairs(layout, self.previous_stopped, self.previous_stopped_on)
+        undo = rollback_plan(self.plan, completed, services, had, running)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(
             job_id=str(self.id), reason=reason,

@@ -3,8 +3,16 @@
 Inverse of each completed task (docs/planner.md, "Rollback"):
 - on a node this job created (its CREATE completed): one DELETE of the machine covers every
   completed task on it (confirm, bootstrap, installs, starts...);
-- INSTALL s -> REMOVE s, which also covers s's CONFIGURE and INITIALIZE on that node;
-- START s -> STOP s; STOP s -> START s; REMOVE s -> INSTALL s;
+- INSTALL s -> REMOVE s, which also covers s's CONFIGURE and INITIALIZE on that node; but an
+  install over a service the node had before the job (`had`: an upgrade's, a repair's
+  reinstall) has no inverse: removing it would leave the node without a service its layout
+  keeps, so its configure is put back and its stop undone instead;
+- START s -> STOP s, but not where s was meant to run before the job (`meant_running`: a
+  repair's start) and the job did not stop it: a rollback never stops a service that should
+  run (a repair of nodes whose state was unknown stopped every service it could not check);
+  one the job stopped and started again is restarted by the rollback (stop, start), on the
+  config it puts back;
+- STOP s -> START s; REMOVE s -> INSTALL s;
 - CONFIGURE s -> CONFIGURE s (the executor supplies the previous config);
 - no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
   START tasks thrown in for services outside the operation (they were running before).
@@ -26,11 +34,15 @@ A = Action
 _INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE, A.REMOVE: A.INSTALL}
 
 
-def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None) -> Plan:
+def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None,
+                  had: Collection[tuple[str, str]] = (), meant_running: Collection[tuple[str, str]] = ()) -> Plan:
     """Inverse tasks of `completed` (task ids of `plan`), ordered in reverse. With the
-    catalog's `services`, an inverse the service does not define (often REMOVE) is left out."""
+    catalog's `services`, an inverse the service does not define (often REMOVE) is left out.
+    `had`: the (node, service) pairs of the cluster before the job; `meant_running`: those of
+    them meant to run then."""
     done = [t for t in plan.tasks if t.id in completed]
-    inverse = _inverses(done, plan.thrown_in, services)
+    kept = frozenset(had), frozenset(meant_running)
+    inverse = _inverses(done, plan.thrown_in, services, *kept)
     fronts: dict[str, frozenset[str]] = {}
     links: list[Link] = []
     for sources, targets in plan.links:
@@ -44,15 +56,19 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
     return Plan.assemble(tasks.values(), links)
 
 
-def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None) -> dict[str, PlannedTask]:
+def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None,
+              had: frozenset[tuple[str, str]], meant_running: frozenset[tuple[str, str]]) -> dict[str, PlannedTask]:
     created = {t.node for t in done if t.action is A.CREATE}
-    installed = {(t.node, t.service) for t in done if t.action is A.INSTALL}
+    installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in had}
+    # stopped and started again by the job: the rollback restarts it (on the config it puts back)
+    restarted = {(t.node, t.service) for t in done if t.action is A.STOP}
     out: dict[str, PlannedTask] = {}
     for t in done:
         if t.node in created:
             out[t.id] = PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None)
             continue
-        if t.id in thrown_in or t.service is None:
+        if t.id in thrown_in or t.service is None or (t.action is A.INSTALL and (t.node, t.service) in had) \
+                or (t.action is A.START and (t.node, t.service) in meant_running - restarted):
             continue
         action = A.REMOVE if (t.node, t.service) in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action)
         if action is None or (services is not None and not services[t.service].has_action(action)):

@@ -185,7 +185,12 @@ def exhausted_reason(job: Job) -> str:
     error = " ".join(job.last_errors.get(task, "").split())
     if len(error) > REASON_ERROR_MAX:
         error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"
-    return f"{said}: {error}" if error else said
+    said = f"{said}: {error}" if error else said
+    failed = job.failed_nodes  # a rolling change: the first task out of attempts may have been within it
+    if job.tolerance and len(failed) > job.tolerance:
+        said = f"{job.operation} failed on {len(failed)} node(s), past its tolerance of {job.tolerance}: " \
+               f"{', '.join(failed[:5])}{f' and {len(failed) - 5} more' if len(failed) > 5 else ''}; {said}"
+    return said
 
 
 def record_moves(job: Job, cluster: Cluster) -> None:
@@ -404,7 +409,10 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Record the plan made from the solver's layout and dispatch; or fail the job."""
     if isinstance(answer, LayoutUnsolvable) and job.layout_round:  # the layouts tried were all there was
-        reason = f"{job.operation} rolled back after {job.layout_round} other layout(s): {answer.message}"
+        # layout_round counts the layouts that failed: it said "after 1 other layout(s)" when the
+        # one layout tried had failed and the solver had no other
+        reason = (f"{job.operation} rolled back after {job.layout_round} layout(s) that failed, with no other to try: "
+                  f"{answer.message}")
         job.no_other_layout(reason)
         cluster.set_status("failed" if job.operation == "create" else "active", str(job.id), reason)
         return Effects()

@@ -52,6 +52,7 @@ from contracts.pools import (
 from contracts.pools import (
     PoolCreated as PoolCreated,  # re-exported: a new pool starts with it
 )
+from muster.times import shown_time
 
 from .hosts import Host, HostBook
 from .matching import RequirementError, fit, parse_requirement, sig_key
@@ -281,7 +282,7 @@ class Pool(Aggregate):
         position = self.requests.position(request_id)
         self._expired(RequestExpired(
             request_id=request_id,
-            reason=f"no hosts of pool {self.name} were free by the deadline {deadline.isoformat()} "
+            reason=f"no hosts of pool {self.name} were free by the deadline {shown_time(deadline)} "
                    f"({ordinal(position or 0)} in line for {hosts(r.size)})",
         ))
         self.serve()

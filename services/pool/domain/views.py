@@ -64,11 +64,15 @@ def terms_for(pool: Pool, tenant: str) -> dict[str, Any]:
             "job_limit": pool.terms.job_limit, "held": held, "waiting": waiting, "clusters": len(pool.clusters_of(tenant))}
 
 
-def resources_line(wanted: dict[str, Any]) -> str:
-    """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md): a job's `resources`."""
+def resources_line(wanted: dict[str, Any], ended: bool = False) -> str:
+    """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md): a job's `resources`.
+    `ended`: the job is over (a job whose deadline passed was said to be `waiting for 3 hosts
+    ...: not in line`, beside the error that it had stopped waiting)."""
     what = f"{hosts(wanted['hosts'])} of pool {wanted['pool']}"
     if wanted.get("granted"):
         return f"granted {what}"
+    if ended:
+        return f"asked for {what}: none granted before the job ended"
     position = wanted.get("position")
     where = f"{ordinal(position)} in line" if position else "not in line (the pool has not taken the request yet, or it ended)"
     return f"waiting for {what}: {where}"

@@ -74,8 +74,14 @@ class Behaviour:
     """A failure drawn is one no retry can mend (the planner does not retry it): to show a
     "failed, not retried" job in tests and demos."""
 
+    first_failing: int = 0
+    """Attempts up to this number fail whatever the rate (`fail_first_attempts`)."""
+    attempt: int = 1
+
     def failure(self, action: str) -> str:
         kind = "permanent failure (not retried)" if self.permanent else "failure"
+        if self.attempt <= self.first_failing:  # not the rate, which may well be 0
+            return f"simulated {kind} of {action} (attempt {self.attempt}: fail_first_attempts is {self.first_failing})"
         return f"simulated {kind} of {action} (failure rate {self.failure_rate:g})"
 
 
@@ -140,7 +146,8 @@ def behaviour(
     latency_ms = latency.sample_ms(rng)
     roll = rng.random()
     return Behaviour(latency_ms=latency_ms, fails=task.attempt <= first or roll < rate, failure_rate=rate, rng=rng,
-                     permanent=_flag(fields, fallback, "failure_permanent", action))
+                     permanent=_flag(fields, fallback, "failure_permanent", action), first_failing=first,
+                     attempt=task.attempt)
 
 
 async def simulate_latency(b: Behaviour) -> None:

@@ -25,7 +25,7 @@ from muster.times import NO_LEASE_END
 from services.pool.domain.views import resources_line
 
 from ..app import Tracker
-from . import forms, governance, kit, live, pages
+from . import cluster_live, forms, governance, kit, live, pages
 from .bigpage import FOLDS
 from .folds import JobFolds
 from .session import CONSOLE_AUTH, ConsoleAuth
@@ -91,6 +91,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     forms.add_routes(r)  # before /ui/clusters/{cluster_id}
     r.add_get("/ui/clusters/{cluster_id}", pages.cluster)
     r.add_get("/ui/clusters/{cluster_id}/at", pages.cluster_at)
+    r.add_get("/ui/clusters/{cluster_id}/stream", cluster_live.stream)
     r.add_get("/ui/jobs", pages.jobs)
     r.add_get("/ui/jobs/{job_id}", pages.job)
     r.add_get("/ui/jobs/{job_id}/graph", pages.job_graph)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter, deque
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
@@ -120,20 +122,35 @@ class Batch:
                 **tally.summary()}
 
 
+@contextlib.asynccontextmanager
+async def following(js: JetStreamContext, filters: list[str], after: int) -> AsyncIterator[asyncio.Queue[Msg]]:
+    """What the log's `filters` get from just after `after` on, delivered to the queue it gives by
+    an ordered consumer (a page's live stream: nothing polls, nothing after what the page shows is
+    missed); the consumer closed at the end, the client going away (ConnectionError) ending it quietly."""
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+    config = ConsumerConfig(filter_subjects=filters if len(filters) > 1 else None, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                            opt_start_seq=after + 1)
+    sub = await js.subscribe(filters[0], stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config, cb=queue.put,
+                             idle_heartbeat=2.0)
+    try:
+        yield queue
+    except ConnectionError:
+        pass  # the client went away
+    finally:
+        with contextlib.suppress(Exception):
+            await close_push(sub)
+
+
 async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenant: str, job_id: str, after: int,
                   operator: bool = True, still: Still = ALWAYS) -> web.StreamResponse:
     fold = await folds.get(tracker, tenant, job_id)
     tally = Tally(fold)
     response = stream_response(request)
     await response.prepare(request)
-    queue: asyncio.Queue[Msg] = asyncio.Queue()
-    filters = subjects.job_history_filters(tenant, job_id)
-    config = ConsumerConfig(filter_subjects=filters, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
     js = tracker.nc.jetstream()
-    sub = await js.subscribe(filters[0], stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config, cb=queue.put, idle_heartbeat=2.0)
     bodies = Bodies(js)
     loop = asyncio.get_running_loop()
-    try:
+    async with following(js, subjects.job_history_filters(tenant, job_id), after) as queue:
         if tally.state in FINAL_JOB_STATES and fold.final is not None and fold.final.seq <= after:  # over before the page was
             await _end(response, tally)
             return response
@@ -162,11 +179,6 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
                 await response.write(sse("batch", batch.seq, batch.body(tally, operator)))
                 await _end(response, tally)
                 return response
-    except ConnectionError:
-        pass  # the client went away
-    finally:
-        with contextlib.suppress(Exception):
-            await close_push(sub)
     return response
 
 

@@ -9,12 +9,14 @@ inverse, `fields_of`, turns a saved plan's request back into the fields that ask
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.commands import ID, MAX_CLUSTER_SIZE, too_many_nodes
+from contracts.limits import MAX_JSON_DEPTH, json_depth
 from services.auth.domain.authz import OPERATION_PERMISSIONS
 
 Form = Mapping[str, Sequence[str]]
@@ -28,6 +30,8 @@ class Op:
     name: str
     """The operation's verb, as the bus and the permission table name it."""
     title: str
+    fields: tuple[str, ...] = ()
+    """The fields its form has, each of which shows its own errors (_operations.html)."""
 
     @property
     def route(self) -> str:
@@ -40,20 +44,21 @@ class Op:
         return OPERATION_PERMISSIONS[self.name]
 
 
+_ROLLING = ("rolling", "tolerance")
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("expand", "Expand"),
-    Op("shrink", "Shrink"),
-    Op("add-services", "Add services"),
-    Op("remove-services", "Remove services"),
-    Op("start", "Start services"),
-    Op("stop", "Stop services"),
-    Op("restart", "Restart"),
-    Op("configure", "Configure"),
-    Op("upgrade", "Upgrade a service"),
-    Op("check", "Check services"),
-    Op("repair", "Repair"),
-    Op("rollback", "Roll back"),
-    Op("delete", "Delete"),
+    Op("expand", "Expand", ("nodes",)),
+    Op("shrink", "Shrink", ("nodes",)),
+    Op("add-services", "Add services", ("services",)),
+    Op("remove-services", "Remove services", ("services",)),
+    Op("start", "Start services", ("services", "nodes")),
+    Op("stop", "Stop services", ("services", "nodes")),
+    Op("restart", "Restart", ("services", "nodes", *_ROLLING)),
+    Op("configure", "Configure", ("config", *_ROLLING)),
+    Op("upgrade", "Upgrade a service", ("service", *_ROLLING)),
+    Op("check", "Check services", ("services",)),
+    Op("repair", "Repair", _ROLLING),
+    Op("rollback", "Roll back", ("to_job",)),
+    Op("delete", "Delete", ("confirm",)),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "start": "start", "stop": "stop", "restart": "restart", "configure": "configure",
@@ -96,13 +101,49 @@ def _node_ids(form: Form) -> list[str] | None:
     return [n for n in re.split(r"[\s,]+", _one(form, "nodes")) if n] or None
 
 
+class _NotJson(ValueError):
+    """What Python's parser would take, or give up on with an exception of its own, said in words."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(f"{text[:20]} is too large a number (a JSON number here is finite)")
+    return value
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:  # int() would raise ValueError naming sys.set_int_max_str_digits
+        raise _NotJson(f"a number of {digits:,} digits; at most {_MAX_DIGITS:,}")
+    return int(text)
+
+
+_MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits' default)
+
+
 def config_of(raw: str, errors: dict[str, str]) -> dict[str, Any] | None:
+    """A config field's JSON object, or None with the reason at `config`. Strict JSON: NaN and
+    Infinity, which Python's parser takes, would reach the log as null (pydantic writes them so);
+    the nesting is bounded before parsing, as the planner bounds a request's (the parser's
+    RecursionError would be a 500 page)."""
     if not raw.strip():
         return {}
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        errors["config"] = f"nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}"
+        return None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as err:
         errors["config"] = f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        return None
+    except _NotJson as err:
+        errors["config"] = f"not valid JSON: {err}"
         return None
     if not isinstance(value, dict):
         errors["config"] = f"must be a JSON object ({{...}}), not {type(value).__name__}"
@@ -145,6 +186,8 @@ def create_body(form: Form) -> tuple[dict[str, Any], dict[str, str]]:
         errors["name"] = "give the cluster a name"
     elif not NAME.fullmatch(body["name"]):
         errors["name"] = f"{body['name'][:40]!r}: a cluster's name is letters, digits, '-' and '_' only (at most 128)"
+    if not body["services"]:  # (the solver would say the template has no default services: it has, unticked)
+        errors["services"] = "tick at least one service: a cluster runs at least one"
     nodes = _nodes(form, errors)
     if nodes is not None:
         body["nodes"] = nodes
@@ -197,6 +240,41 @@ def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, An
     else:
         errors["op"] = f"{op[:40]!r} is not an operation the console offers"
     return {k: v for k, v in body.items() if v is not None}, errors
+
+
+def offered_ops(allowed: Sequence[str], nodes: int, bounds: tuple[int, int], on: Sequence[str], addable: Sequence[str],
+            earlier: Sequence[Any]) -> list[str]:
+    """The change forms a cluster page shows, of those the viewer may use: not one that cannot
+    be filled in right (a shrink at the template's least size, an expand at its most, services
+    to add when the template allows no other, a rollback with no earlier change to go back to)."""
+    can = {"expand": nodes < bounds[1], "shrink": nodes > max(bounds[0], 1), "add-services": bool(addable),
+           "rollback": bool(earlier), **{op: bool(on) for op in ("remove-services", "start", "stop", "restart", "upgrade", "check")}}
+    return [op for op in allowed if can.get(op, True)]
+
+
+def size_note(allowed: Sequence[str], shown: Sequence[str], nodes: int, bounds: tuple[int, int]) -> str | None:
+    """Why an expand or a shrink the viewer may use is not offered: the cluster's size is at the
+    template's bound (said, not only left out, so nobody looks for it)."""
+    no = [op for op in ("expand", "shrink") if op in allowed and op not in shown]
+    if not no:
+        return None
+    which = "the only size" if len(no) == 2 else "the most" if no == ["expand"] else "the fewest"
+    return (f"It has {nodes} node{'s' if nodes != 1 else ''}, {which} its template allows ({bounds[0]} to {bounds[1]}): "
+            f"no {' or '.join(no)}.")
+
+
+def shown_errors(op: str | None, shown: Sequence[str], errors: Mapping[str, str]) -> dict[str, str]:
+    """A change's errors as the page shows them: each under its field when the page has that
+    form and field, else above the forms, named by the change (a post from a page that offered
+    a form this one no longer does, e.g. services to add once every one is on; without this, a
+    422 page that said nothing)."""
+    chosen = OPS.get(op or "")
+    fields = chosen.fields if chosen is not None and chosen.name in shown else ()
+    out = {k: v for k, v in errors.items() if k in fields}
+    unseen = [v for k, v in errors.items() if k not in fields]
+    if unseen:
+        out["form"] = (f"{chosen.title}: " if chosen is not None else "") + "; ".join(unseen)
+    return out
 
 
 def field_of(parameter: str | None, fields: Sequence[str]) -> str:

@@ -224,10 +224,13 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     earlier = [j for j in reversed(jobs) if j["state"] == "succeeded" and j["operation"] not in ("create", "check")]
     # A job that waits (for an approver, for hosts) leaves the cluster `active` and busy all the same.
     waiting = next((j for j in jobs if j["id"] == info.job_id and j["state"] not in FINAL_JOB_STATES), None)
-    return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
+    addable = [s for s in permitted if s not in on]
+    shown = formdata.offered_ops([o.name for o in allowed], len(info.nodes), bounds, on, addable, earlier)
+    return {"ops": [o.name for o in allowed], "shown": shown, "size_note": formdata.size_note([o.name for o in allowed], shown, len(info.nodes), bounds), "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
-            "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
-            "posted": posted, "checked": list(form.get("services") or ()) if form else [], "errors": errors or {}, "open": op,
+            "addable": addable, "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
+            "posted": posted, "checked": list(form.get("services") or ()) if form else [],
+            "errors": formdata.shown_errors(op, shown, errors or {}), "open": op if op in shown else None,
             "busy": info.job_id if info.status not in ("active", "incomplete") else None, "waiting": waiting}
 
 
@@ -283,7 +286,7 @@ async def post_apply(request: web.Request, viewer: Viewer) -> web.StreamResponse
         return redirect(f"/ui/jobs/{written.body['job_id']}")
     found = await saved_plan(tracker_of(request), viewer.tenant, plan_id) if subjects.TOKEN.fullmatch(plan_id) else None
     again = None
-    if found is not None:
+    if found is not None and written.status != 403:  # (one who may not apply it may not make it again either)
         saved = found[0]
         target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview"
         again = (target, formdata.fields_of(saved.operation, saved.command))

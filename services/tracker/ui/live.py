@@ -37,32 +37,48 @@ from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
 VERBS = {"pause": "pause_job", "resume": "resume_job", "cancel": "cancel_job", "retry": "retry_job"}
-def _error(status: int, message: str) -> web.Response:
+def error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
 
 
-async def stream(request: web.Request) -> web.StreamResponse:
+async def reader(request: web.Request, what: str) -> tuple[Viewer, str] | web.Response:
+    """A stream's viewer and the id of its `what` (job, cluster) in the path; or the JSON answer
+    to a script (401 signed out, 404 not an id)."""
     try:
         viewer = await viewer_of(request)
     except NeedsSignIn as need:
-        return _error(401, need.reason)
-    job_id = request.match_info["job_id"]
-    if not re.fullmatch(r"[0-9a-fA-F-]{36}", job_id):
-        return _error(404, f"{job_id[:80]!r} is not a job id")
-    if not await may_job(request, viewer, "read", job_id.lower()):
-        return not_found("job", job_id.lower(), viewer.tenant)  # the answer for an unknown job (sse.job_stream)
+        return error(401, need.reason)
+    ident = request.match_info[f"{what}_id"]
+    if not re.fullmatch(r"[0-9a-fA-F-]{36}", ident):
+        return error(404, f"{ident[:80]!r} is not a {what} id")
+    return viewer, ident.lower()
+
+
+def after_of(request: web.Request) -> int:
+    """Where a stream goes on from: the page's `after`, or the browser's `Last-Event-ID` on a reconnect."""
     after = 0
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
             after = max(after, int(raw))
+    return after
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    read = await reader(request, "job")
+    if isinstance(read, web.Response):
+        return read
+    viewer, job_id = read
+    if not await may_job(request, viewer, "read", job_id):
+        return not_found("job", job_id, viewer.tenant)  # the answer for an unknown job (sse.job_stream)
+    after = after_of(request)
     if request.query.get("batch"):  # the job page's: coalesced (batches.py)
         tracker = tracker_of(request)
-        if not await tracker.job_exists(viewer.tenant, job_id.lower()):
-            return not_found("job", job_id.lower(), viewer.tenant)
-        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after, viewer.operator,
-                             still_reading(request, job_id.lower()))
-    return await job_stream(request, viewer.tenant, job_id.lower(), after, operator=viewer.operator,
-                            still=still_reading(request, job_id.lower()))
+        if not await tracker.job_exists(viewer.tenant, job_id):
+            return not_found("job", job_id, viewer.tenant)
+        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id, after, viewer.operator,
+                             still_reading(request, job_id))
+    return await job_stream(request, viewer.tenant, job_id, after, operator=viewer.operator,
+                            still=still_reading(request, job_id))
 
 
 def still_reading(request: web.Request, job_id: str) -> Still:
@@ -86,14 +102,14 @@ async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] |
     except NeedsSignIn as need:
         return signed_out(request, need)  # the sign-in page for a browser's form, JSON for the page's script
     if not same_origin(request):
-        return _error(403, f"{what} must come from the console's own page")
+        return error(403, f"{what} must come from the console's own page")
     try:
         job_id = uuid_param(request, "job_id", "job")
     except NotFound as missing:
-        return _error(404, missing.message)
+        return error(404, missing.message)
     form = await request.post()
     if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
-        return _error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+        return error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
     return viewer, job_id, form
 
 

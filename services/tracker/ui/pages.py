@@ -233,8 +233,8 @@ async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if data is None or found is None:
         raise NotFound(f"Job {job_id} has no task {task_id}.")
     template = "_task.html" if request.query.get("fragment") else "task.html"
-    return render(request, template, viewer, job_id=job_id, status=data["status"],
-                  open_task={"task": found, "attempts": attempts(history, task_id)})
+    return render(request, template, viewer, job_id=job_id, status=data["status"], seq=data["seq"],
+                  final=data["status"]["finished_at"] is not None, open_task={"task": found, "attempts": attempts(history, task_id)})
 
 
 @page

@@ -62,7 +62,7 @@ class Console:
 async def console(authed: Authed) -> AsyncIterator[Console]:
     root = await authed.raw(authed.admin_token, "root")
     tokens = {}
-    people = {"onex": {"tenant": "a"}, "ada": {"tenant": "a", "role": "tenant_admin"}, "nogrant": {"tenant": "a"},
+    people = {"onex": {"tenant": "a"}, "ada": {"tenant": "a", "role": "tenant_admin"}, "nogrant": {"tenant": "a"}, "onejob": {"tenant": "a"},
               "tracker": {"role": "service", "service": "tracker"}}
     for pid, fields in people.items():
         made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
@@ -70,6 +70,7 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
         tokens[pid] = made["data"]["token"]
     assert (await authed.ask(root, "root", "grant", principal="onex", permission="read", scope=f"cluster:{X}", tenant="a"))["ok"]
     assert (await authed.ask(root, "root", "grant", principal="onex", permission="read", scope="catalog:services/svc-shown", tenant="a"))["ok"]
+    assert (await authed.ask(root, "root", "grant", principal="onejob", permission="read", scope=f"job:{JOBS[Y]}", tenant="a"))["ok"]
     await root.close()
     system = await authed.raw(authed.system_token, "sys")
     store = EventStore(system)
@@ -122,11 +123,26 @@ async def test_a_grant_on_one_cluster_shows_it_and_hides_the_other_like_an_unkno
         assert html.replace(Y, "ID").replace(JOBS[Y], "ID") == unknown.replace(other_cluster, "ID").replace(other_job, "ID"), path
     stream = await console.http.get(f"/ui/jobs/{JOBS[Y]}/stream", cookies={"muster_session": console.tokens["onex"]})
     assert stream.status == 404 and (await stream.json())["error"]["message"] == f"no job {JOBS[Y]} in tenant a"
+    for cluster in (Y, other_cluster):  # a cluster's page's stream (cluster_live.py): the same answer for both
+        stream = await console.http.get(f"/ui/clusters/{cluster}/stream", cookies={"muster_session": console.tokens["onex"]})
+        assert stream.status == 404 and (await stream.json())["error"]["message"] == f"no cluster {cluster} in tenant a"
     for path in ("/ui/clusters", "/ui/jobs"):
         status, html = await console.get(path, "onex")
         assert status == 200 and X in html and Y not in html and JOBS[Y] not in html, path
         status, html = await console.get(path, "ada")  # a tenant admin sees the whole tenant
         assert status == 200 and X in html and Y in html, path
+
+
+async def test_a_reader_of_one_job_is_not_linked_to_its_cluster_which_it_may_not_read(console: Console) -> None:
+    """A grant on a job opens the job, not its cluster: the job's page and the job list linked the
+    cluster's name to its page, which answers this reader "There is no cluster ..." (a broken link)."""
+    assert (await console.get(f"/ui/clusters/{Y}", "onejob"))[0] == 404
+    for path in (f"/ui/jobs/{JOBS[Y]}", "/ui/jobs"):
+        status, page = await console.get(path, "onejob")
+        assert status == 200 and JOBS[Y] in page and f'href="/ui/clusters/{Y}"' not in page, path
+        assert 'data-testid="cluster-unlinked"' in page, path
+    status, page = await console.get(f"/ui/jobs/{JOBS[Y]}", "ada")  # who may read the cluster gets the link
+    assert status == 200 and f'href="/ui/clusters/{Y}"' in page and "cluster-unlinked" not in page
 
 
 async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Console) -> None:
@@ -157,6 +173,9 @@ async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: 
     # What is hidden is said, with the grant that shows it; it was "no catalog yet" to one who reads none.
     assert "1 of the catalog's entities are not shown: onex may not read them" in html and "no catalog yet" not in html
     assert "muster grant onex read --scope 'catalog:*'" in html
+    # A kind it reads none of says so under its heading (it was a heading over nothing, or over a
+    # table's header row alone).
+    assert html.count('data-testid="none-shown">None that onex may read.<') == 4 and 'data-testid="services"' in html
     status, html = await console.get("/ui/catalog", "ada")  # a tenant admin reads the whole catalog
     assert status == 200 and "svc-shown" in html and "svc-hidden" in html
 

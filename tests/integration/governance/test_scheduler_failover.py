@@ -76,7 +76,7 @@ def killed(proc: subprocess.Popen[bytes]) -> bool:
 
 
 async def answered(store: EventStore, at_least: int, name: str = "every",
-                   check: Callable[[list[Any]], bool] | None = None) -> list[Any]:
+                   check: Callable[[list[Any]], bool] | None = None, tenant: str = TENANT) -> list[Any]:
     """The schedule's events once `at_least` ticks are answered (or `check` holds of them): an
     ordered consumer from its first event (no sleep loop)."""
     seen: list[Any] = []
@@ -88,7 +88,7 @@ async def answered(store: EventStore, at_least: int, name: str = "every",
         if check(seen):
             done.set()
 
-    sub = await store.js.subscribe(subjects.governance_events(TENANT, "schedule", name), ordered_consumer=True,
+    sub = await store.js.subscribe(subjects.governance_events(tenant, "schedule", name), ordered_consumer=True,
                                    deliver_policy=DeliverPolicy.ALL, cb=on_msg, stream=subjects.EVENTS_STREAM)
     try:
         await asyncio.wait_for(done.wait(), TIMEOUT_S)

@@ -14,8 +14,11 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from contracts import subjects
 from contracts.events import JobSucceeded
+from contracts.governance import GovernancePut
 from muster import tracing
+from muster.bus.eventstore import Append
 from tests import cli_in_process
 
 pytestmark = pytest.mark.nats
@@ -109,3 +112,31 @@ async def test_a_command_continues_the_callers_traceparent(exported: Waiting, st
     assert parents["muster create"] == 0x30F067AA0BA902B7
     assert parents["request create"] == by_name["muster create"].context.span_id
     assert parents["job create"] == by_name["request create"].context.span_id
+
+
+async def test_an_approval_is_in_the_jobs_trace_between_its_request_and_its_tasks(exported: Waiting, stack: Any) -> None:
+    """Session 32: a job that waited for its approver showed nothing of it in its trace (an hour
+    of nothing, then its tasks). The wait and the approval are marks under the job's span, the
+    approval's own request a trace of its own (as `muster job retry`'s)."""
+    subject = subjects.governance_events("default", "rule", "creates")
+    await stack.store.append(subject, [Append(GovernancePut(kind="rule", name="creates", version=1, by="ada", entity={
+        "name": "creates", "operations": ["create"], "allow_self_approval": True}), msg_id=f"{subject}:1")])
+    resp = await stack.http.post("/v1/clusters", json={"name": "approved", "template": "hadoop-small", "nodes": 2},
+                                 headers={"traceparent": CALLER, "Idempotency-Key": "approved-1"})
+    body = await resp.json()
+    assert resp.status == 202 and "waits for approval" in body["warnings"][0], body
+    approve = await stack.http.post(f"/v1/jobs/{body['job_id']}/approve", json={"comment": "looked at it 7f3a"})
+    assert approve.status == 202, await approve.text()
+    assert isinstance(await stack.client.wait(body["job_id"], timeout=60), JobSucceeded)
+    await exported.came("job create")
+    spans: list[Any] = [s for s in exported.get_finished_spans() if s.context.trace_id == 0x5BF92F3577B34DA6A3CE929D0E0E4736]
+    [job] = [s for s in spans if s.name == "job create"]
+    under_job = {s.name: s for s in spans if s.parent is not None and s.parent.span_id == job.context.span_id}
+    assert {"waits for approval", "job approved"} <= set(under_job), sorted(under_job)
+    assert under_job["waits for approval"].attributes["muster.rules"] == "creates"
+    [approved] = [r.event for r in await stack.store.read(subjects.job_events("default", body["job_id"]))
+                  if r.type == "JobApproved"]
+    assert under_job["job approved"].attributes["muster.by"] == approved.by
+    assert not any("7f3a" in str(v) for s in spans for v in s.attributes.values())  # the comment is the approver's words
+    tasks = [s for s in spans if s.name.startswith("task ")]
+    assert tasks and under_job["job approved"].start_time <= min(t.end_time for t in tasks)

@@ -83,6 +83,9 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
         (_create("f1", "9" * 5000), "nodes", "a cluster has at most 10,000 nodes (muster's limit"),
         (_create("f1", services=["base", "ghost"]), "services", "unknown services: ghost"),
         (_create("f1", config="{hdfs: 1}"), "config", "not valid JSON"),
+        (_create("f1", config='{"hdfs": NaN}'), "config", "NaN is not a JSON number"),  # was stored as null
+        (_create("f1", config="[" * 5000), "config", "nests 5,000 levels deep"),  # was a 500 page
+        (_create("f1", services=[]), "services", "tick at least one service"),  # was the solver's "no default services"
     ):
         status, page, _ = await writer.post("/ui/clusters/new", fields)
         assert status == 422 and words in _field_error(page, field), (field, status)
@@ -115,6 +118,13 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     assert "(a tenant admin can give it: muster grant reader write --scope 'cluster:*')" in html.unescape(page)  # as the CLI says
     status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
     assert status == 403 and "no write permission" in page
+    # A writer's preview applied by the reader (its plan id shared): refused, and not offered again
+    # to be previewed, which would be refused the same way.
+    status, page, _ = await Console(session, served, "writer").post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
+    plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    before = served.log()
+    status, page, _ = await reader.post(f"/ui/plans/{plan_id}/apply", [])
+    assert status == 403 and "no write permission" in page and "Preview again" not in page
     assert served.log() == before
 
 
@@ -200,6 +210,34 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     again = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page)
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [(k, v) for k, v in again if k != "csrf"])
     assert status == 200 and "Preview: expand cluster f1" in page
+
+
+async def test_a_change_the_page_cannot_offer_is_left_out_said_and_a_post_for_it_anyway_says_why(
+        session: aiohttp.ClientSession, served: Served) -> None:
+    """A cluster at its template's least size (hadoop-small: 2) with every service it allows:
+    no shrink form (it had one whose input's minimum was above its maximum, which the browser
+    refused with "Minimum value (2) must be less than the maximum value (1)"), no services to add,
+    and the page says why there is no shrink. A post for a form the page does not show (from a
+    page made before the cluster changed, or forged) is answered with the reason above the forms:
+    it was a 422 page that said nothing."""
+    every = ["base", "zookeeper-server", "hdfs-namenode", "hdfs-datanode", "yarn-resourcemanager", "yarn-nodemanager"]
+    async with session.post(f"{served.url}/v1/clusters", headers={"Authorization": f"Bearer {served.tokens['writer']}"},
+                            json={"name": "f9", "template": "hadoop-small", "nodes": 2, "services": every}) as resp:
+        made = await resp.json()
+    assert (await job_end(session, served, made["job_id"]))["state"] == "succeeded"
+    cid, writer = made["cluster_id"], Console(session, served, "writer")
+    status, page = await writer.get(f"/ui/clusters/{cid}")
+    offered = set(re.findall(r'data-testid="op-([a-z-]+)"', page))
+    assert status == 200 and "expand" in offered and not {"shrink", "add-services"} & offered, offered
+    assert "It has 2 nodes, the fewest its template allows (2 to 50): no shrink." in page
+    before = served.log()
+    for fields, words in (([("op", "add-services"), ("services", "base")], "Add services: "),
+                          ([("op", "shrink"), ("nodes", "1")], "Shrink: template 'hadoop-small' allows 2 to 50 nodes"),
+                          ([("op", "reboot")], "'reboot' is not an operation the console offers")):
+        status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", fields)
+        found = re.search(r'data-testid="form-error">([^<]*)<', page)
+        assert status == 422 and found and words in found.group(1), (fields, status, found)
+    assert served.log() == before
 
 
 async def test_each_change_on_the_cluster_page_is_previewed_and_a_typed_delete_runs(session: aiohttp.ClientSession,

@@ -7,6 +7,7 @@ cluster's story is tests/e2e/test_real.py's (make test-long)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -130,3 +131,48 @@ def test_a_config_of_the_wrong_shape_fails_permanently_naming_the_setting_in_bot
         bad = configure(tmp_path, playbook, service, config, step=step)
         assert not bad.ok and bad.permanent, (config, bad)
         assert said in bad.error, (config, bad.error)
+
+
+def test_nats_a_stop_and_a_start_take_only_this_nodes_own_server_not_what_has_its_old_pid_now(tmp_path: Path) -> None:
+    """A nats-server killed by hand leaves its pidfile; pids are the host's and reused (32768 here).
+    The playbook's stop killed whatever ran under that number then (a process of the host, another
+    node's server), and its start took another node's server for its own (`already running`)."""
+    ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+    config = {"nats": {"binary": nats_server_binary(), "routes": ""}}
+    for step in ("install", "configure"):
+        done = configure(tmp_path, "nats.yml", "nats-ansible", config, step=step, ip=ip)
+        assert done.ok, done.error
+    pidfile = tmp_path / "nats" / "nats.pid"
+
+    def servers_in(where: Path) -> list[int]:  # the live nats-servers started in that directory
+        found = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            with contextlib.suppress(OSError):
+                if b"nats-server" in (proc / "cmdline").read_bytes() and (proc / "cwd").readlink() == where \
+                        and b"State:\tZ" not in (proc / "status").read_bytes():
+                    found.append(int(proc.name))
+        return found
+
+    elsewhere = tmp_path / "another-node"
+    elsewhere.mkdir()
+    other = subprocess.Popen(["nats-server", "60"], executable="/bin/sleep", cwd=elsewhere)  # another node's server, as ps sees it
+    pid = 0
+    try:
+        pidfile.write_text(f"{other.pid}\n")
+        stopped = configure(tmp_path, "nats.yml", "nats-ansible", config, step="stop", ip=ip)
+        assert stopped.ok, stopped.error
+        assert other.poll() is None, "the stop killed another node's process"
+        assert not pidfile.exists()
+        pidfile.write_text(f"{other.pid}\n")
+        started = configure(tmp_path, "nats.yml", "nats-ansible", config, step="start", ip=ip)
+        assert started.ok, started.error
+        pid = next(iter(servers_in(tmp_path / "nats")), 0)  # it started one of its own
+        assert pid and pid != other.pid and other.poll() is None
+        stopped = configure(tmp_path, "nats.yml", "nats-ansible", config, step="stop", ip=ip)  # and stops that one
+        assert stopped.ok and not servers_in(tmp_path / "nats"), (stopped.error, servers_in(tmp_path / "nats"))
+    finally:
+        other.kill()
+        other.wait()
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

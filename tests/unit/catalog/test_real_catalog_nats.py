@@ -106,3 +106,31 @@ def test_a_stop_kills_only_this_nodes_own_server_not_what_has_its_old_pid_now(tm
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_start_whose_pidfile_names_another_nodes_server_starts_its_own(tmp_path: Path) -> None:
+    """A nats-server killed by hand leaves its pidfile, and its pid may be another node's nats-server
+    by the time the repair starts it: the start said `already running` and started nothing, and every
+    repair rolled back on the status that followed."""
+    import signal
+
+    ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+    assert run(tmp_path, Action.INSTALL, {}, ip).returncode == 0 and run(tmp_path, Action.CONFIGURE, {}, ip).returncode == 0
+    elsewhere = tmp_path / "another-node"
+    elsewhere.mkdir()
+    other = subprocess.Popen(["nats-server", "60"], executable="/bin/sleep", cwd=elsewhere)  # another node's server, as ps sees it
+    pid = 0
+    try:
+        (tmp_path / "nats" / "nats.pid").write_text(f"{other.pid}\n")
+        started = run(tmp_path, Action.START, {}, ip)
+        assert started.returncode == 0 and started.stdout.startswith("started pid "), (started.stdout, started.stderr)
+        pid = int(started.stdout.split("started pid ")[1].split()[0])
+        assert pid != other.pid and other.poll() is None
+        assert b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+        if pid:
+            run(tmp_path, Action.STOP, {}, ip)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -227,3 +227,24 @@ def test_a_start_finding_its_server_on_another_config_than_the_file_restarts_it(
     assert f"process_id:{pid}" not in primary.cli("info", "server")
     same = primary.run(Action.START)
     assert same.returncode == 0 and same.stdout.strip() == "already running", same
+
+
+def test_a_start_whose_pidfile_names_another_nodes_server_starts_its_own_and_leaves_that_one(pair: tuple[Node, Node]) -> None:
+    """A redis-server killed by hand leaves its pidfile, and its pid may be another node's
+    redis-server by the time the repair starts it: the start took that server for its own, said
+    `already running` and started nothing (the repair rolled back on the status), or, its config
+    file newer, stopped that other node's server."""
+    primary, replica = pair
+    primary.up()
+    other = (primary.home / "redis" / "redis.pid").read_text().strip()
+    mine = replica.home / "redis"
+    for same_config in (True, False):
+        assert replica.run(Action.CONFIGURE).returncode == 0
+        (mine / "redis.pid").write_text(f"{other}\n")
+        if same_config:
+            (mine / "redis.conf.running").write_bytes((mine / "redis.conf").read_bytes())
+        started = replica.run(Action.START)
+        assert started.returncode == 0, (same_config, started.stdout, started.stderr)
+        assert started.stdout.strip() == "started, in sync with the primary", (same_config, started.stdout)
+        assert f"process_id:{other}" in primary.cli("info", "server"), "the start stopped another node's server"
+        assert replica.run(Action.STOP).returncode == 0 and replica.cli("ping") == ""

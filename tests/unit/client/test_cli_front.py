@@ -201,6 +201,25 @@ def test_the_drift_of_a_service_whose_state_is_unknown_says_why() -> None:
     assert "repair: muster cluster repair web" in captured.get()  # (a repair was refused: nothing reconnected the node)
 
 
+def test_the_drift_of_a_stopped_service_says_what_its_status_said() -> None:
+    """examples/catalog-real's README: the services' status words show under a failed or stopped
+    service; under a stopped one (a server killed by hand) the drift printed nothing."""
+    from contracts.layout import NodeSpec
+    from muster import ops_session
+    from muster.ops_care_cli import print_drift
+    from muster.readmodel.clusters import ClusterInfo
+    from muster.readmodel.observed import Drift
+
+    node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["redis-primary"])
+    why = "redis on 10.213.0.2 does not answer: Could not connect to Redis at 10.213.0.2:6379: Connection refused"
+    info = ClusterInfo(id="c", name="r1", tenant="t", template="x", provider="ns", status="active", status_reason="",
+                       job_id="j", config={}, nodes=[node], observed={("n1", "redis-primary"): "stopped"},
+                       observed_detail={("n1", "redis-primary"): why}, drift=[Drift("n1", "redis-primary", "running", "stopped")])
+    with ops_session.out.capture() as captured:
+        print_drift(info)
+    assert f"n1 redis-primary: stopped, should be running -> start it\n    its status said: {why}\n" in captured.get()
+
+
 def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pytest.CaptureFixture[str]) -> None:
     from contracts.layout import NodeSpec
     from muster import ops_session

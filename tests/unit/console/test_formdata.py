@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from services.tracker.ui import formdata
 from services.tracker.ui.controls import controls_for
 from services.tracker.ui.formdata import OPS, create_body, field_of, fields_of, operation_body
 from services.tracker.write_api import BY_NAME
@@ -32,6 +33,16 @@ def test_a_create_form_becomes_the_body_the_api_takes() -> None:
     ([("name", "c"), ("nodes", "-1")], "nodes", "not a whole number"),
     ([("name", "c"), ("nodes", "2"), ("config", "{oops")], "config", "not valid JSON: Expecting property name"),
     ([("name", "c"), ("nodes", "2"), ("config", "[]")], "config", "must be a JSON object"),
+    # What Python's parser takes but JSON has not, or what it gives up on with an exception of its
+    # own: each said at the field (they were a 500 page, or a config stored as null for NaN).
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": NaN}')], "config", "NaN is not a JSON number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": -Infinity}')], "config", "-Infinity is not a JSON number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": 1e999}')], "config", "1e999 is too large a number"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": ' + "9" * 5000 + "}")], "config", "a number of 5,000 digits"),
+    ([("name", "c"), ("nodes", "2"), ("config", "[" * 50_000)], "config", "nests 50,000 levels deep; the limit is 32"),
+    ([("name", "c"), ("nodes", "2"), ("config", '{"a": ' * 33 + "1" + "}" * 33)], "config", "nests 33 levels deep"),
+    # No service ticked: said at the services, not as the solver's "the template has no default services".
+    ([("name", "c"), ("nodes", "2"), ("template", "t")], "services", "tick at least one service"),
 ])
 def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str, str]], field: str, words: str) -> None:
     _, errors = create_body(_form(pairs))
@@ -44,6 +55,7 @@ def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str,
     ("restart", [("rolling", "25%"), ("tolerance", "1")], {"rolling": {"batch": "25%", "tolerance": 1}}, {}),
     ("restart", [("rolling", ""), ("tolerance", "2")], {}, {"tolerance": "a tolerance goes with a rolling batch"}),
     ("restart", [("rolling", "0%")], {}, {"rolling": "a rolling batch is at least one node (or a percentage above 0)"}),
+    ("configure", [("config", '{"a": NaN}')], {}, {"config": "not valid JSON: NaN is not a JSON number (JSON has no NaN or Infinity)"}),
     ("configure", [("config", "{}"), ("restart", "on"), ("rolling", "2")], {"config": {}, "restart": True,
                                                                           "rolling": {"batch": 2, "tolerance": 0}}, {}),
     ("upgrade", [("service", "base")], {"service": "base"}, {}),
@@ -103,3 +115,19 @@ def test_a_start_or_stop_names_its_services_and_nodes_and_a_repair_takes_nothing
         {"to_job": "5ae0e438-c796-575d-8e25-9e786000fb74"}, {})
     assert operation_body("rollback", {}, "c1")[1] == {"to_job": "pick the job to go back before"}
     assert ("to_job", "5ae0") in fields_of("rollback", {"to_job": "5ae0"})
+
+
+def test_the_change_forms_a_cluster_page_offers_and_where_their_errors_are_said() -> None:
+    every = list(OPS)
+    assert formdata.offered_ops(every, 2, (2, 50), ["base"], [], [{"id": "j"}]) == [
+        op for op in every if op not in ("shrink", "add-services")]
+    assert formdata.size_note(every, formdata.offered_ops(every, 2, (2, 50), ["base"], [], []), 2, (2, 50)) == \
+        "It has 2 nodes, the fewest its template allows (2 to 50): no shrink."
+    assert formdata.size_note(every, formdata.offered_ops(every, 3, (3, 3), ["base"], [], []), 3, (3, 3)) == \
+        "It has 3 nodes, the only size its template allows (3 to 3): no expand or shrink."
+    assert formdata.size_note(["delete"], ["delete"], 2, (2, 50)) is None  # (nothing the viewer may use is missing)
+    shown = ["expand", "restart"]
+    assert formdata.shown_errors("restart", shown, {"rolling": "bad", "form": "busy"}) == {"rolling": "bad", "form": "Restart: busy"}
+    assert formdata.shown_errors("shrink", shown, {"nodes": "too few"}) == {"form": "Shrink: too few"}
+    assert formdata.shown_errors("reboot", shown, {"op": "'reboot' is not an operation"}) == {"form": "'reboot' is not an operation"}
+    assert formdata.shown_errors(None, shown, {}) == {}

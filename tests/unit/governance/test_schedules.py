@@ -22,7 +22,7 @@ from services.governance.domain.schedules import ScheduleError, check, cluster_g
 from services.governance.entrypoint import NatsSender
 from services.governance.scheduler import Answer, Scheduler
 from services.governance.writes import GovernanceWrites
-from services.tracker.governance import listing
+from services.tracker.governance import listing, schedule_runs
 
 T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
 
@@ -342,3 +342,67 @@ async def test_an_expand_or_shrink_to_a_size_the_cluster_has_passed_is_refused_n
         "schedule 'shrink': it shrinks cluster web to 4 nodes and the cluster has 3: a tick is refused while the "
         "cluster has 4 or fewer (a shrink needs fewer nodes than the cluster has); give fewer than 3"], above
     assert (await create("grow", "expand", "ExpandCluster", 4)).ok and (await create("shrink", "shrink", "ShrinkCluster", 2)).ok
+
+
+async def put_version(log: MemoryEventLog, version: int, at: datetime, **fields: Any) -> None:
+    entity = schedule(**fields).model_dump(mode="json")
+    subject = subjects.governance_events("a", "schedule", "n")
+    await log.append(subject, [Append(GovernancePut(kind="schedule", name="n", entity=entity, version=version, by="uma"),
+                                      msg_id=f"put-{version}", time=at)])
+
+
+async def test_a_resumed_schedule_does_not_run_the_ticks_that_fell_while_it_was_paused() -> None:
+    """Session 32: resumed, a schedule ran at once, late, the latest tick of its pause (`--missed
+    once`, the default): a `cluster restart` paused through an incident ran at its resume."""
+    log, clock, sender = MemoryEventLog(), ManualClock(T0), Sender()
+    every = {"cron": None, "every_s": 10}
+    await put(log, **every)
+    s = await scheduler_on(log, clock, sender)
+    await clock.advance(10)  # @10 runs
+    await follow(log, s)
+    await clock.advance(5)
+    await put_version(log, 2, clock.now(), paused=True, **every)
+    await follow(log, s)
+    await clock.advance(30)  # @20, @30, @40 fall while it is paused
+    await put_version(log, 3, clock.now(), **every)  # resumed @45
+    await follow(log, s)
+    await clock.advance(0)
+    assert len(sender.sent) == 1, "a tick of the pause ran at the resume"
+    assert s.next_at("a", "n") == T0 + timedelta(seconds=50)
+    item = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].to_json()
+    assert schedule_runs(item, clock.now())["next_at"] == (T0 + timedelta(seconds=50)).isoformat()  # GET, the console
+    await clock.advance(5)
+    await follow(log, s)
+    fired = [r.event for r in await log.read(subjects.governance_filter("a", "schedule")) if r.type == "ScheduleFired"]
+    assert [((f.tick - T0).total_seconds(), f.late_s, f.skipped) for f in fired] == [(10, 0, 0), (50, 0, 0)]
+
+
+def test_a_schedule_given_another_time_counts_its_ticks_from_then() -> None:
+    """Retimed at 10:00 from 03:00 to 09:00, a nightly schedule's next run is tomorrow 09:00, not
+    at once (its 09:00 of today fell before it was asked for); missed ticks still run once after it."""
+    subject = subjects.governance_events("a", "schedule", "n")
+    entity = schedule().model_dump(mode="json")
+    day = datetime(2026, 11, 30, tzinfo=UTC)
+
+    def at(seq: int, when: datetime, event: Any) -> Recorded:
+        return Recorded(seq=seq, subject=subject, time=when, event=event)
+
+    history = [at(1, day - timedelta(days=3), GovernancePut(kind="schedule", name="n", entity=entity, version=1, by="uma")),
+               at(2, day + timedelta(hours=10), GovernancePut(kind="schedule", name="n", version=2, by="uma",
+                                                             entity={**entity, "cron": "0 9 * * *"}))]
+    entry = fold(history)[("schedule", "n")]
+    assert entry.counts_from == day + timedelta(hours=10)
+    now = day + timedelta(hours=10, minutes=1)
+    retimed = Schedule.model_validate(entry.entity)
+    assert due(retimed, day + timedelta(hours=3), entry.created_at, now, entry.counts_from) == (
+        due(retimed, None, now, now))  # as if made at 10:00
+    assert due(retimed, day + timedelta(hours=3), entry.created_at, now, entry.counts_from).next_at == day + timedelta(days=1, hours=9)
+    two_days_on = day + timedelta(days=2, hours=12)  # no scheduler ran since: the latest missed tick runs once
+    assert due(retimed, None, entry.created_at, two_days_on, entry.counts_from).tick == day + timedelta(days=2, hours=9)
+    # A pause, or a change of what is only shown, keeps what the ticks count from.
+    paused = fold([*history, at(3, day + timedelta(hours=11), GovernancePut(
+        kind="schedule", name="n", version=3, by="uma", entity={**entity, "cron": "0 9 * * *", "paused": True}))])
+    assert paused[("schedule", "n")].counts_from == day + timedelta(hours=10)
+    missed = fold([*history, at(3, day + timedelta(hours=11), GovernancePut(
+        kind="schedule", name="n", version=3, by="uma", entity={**entity, "cron": "0 9 * * *", "missed": "skip"}))])
+    assert missed[("schedule", "n")].counts_from == day + timedelta(hours=10)

@@ -122,3 +122,35 @@ def test_rollback_of_a_partial_add_services_is_a_dag_that_reverses_the_order(cut
     undone = {(t.node, t.service) for t in back.tasks}
     installed = {(plan.by_id[t].node, plan.by_id[t].service) for t in done if plan.by_id[t].action is Action.INSTALL}
     assert installed <= undone
+
+
+def test_an_install_over_a_service_the_node_had_is_not_undone_by_removing_it() -> None:
+    """A failed upgrade (stop, install, configure, then the start failed) was rolled back with
+    `remove s` then `start s`: the service removed from a node whose layout still has it, and
+    started after its removal. What the node had before the job is put back running instead:
+    the config goes back, the service starts again; the install itself has no inverse."""
+    cat = catalog(svc("s", ["install", "configure", "start", "stop", "remove"]))
+    plan = build_plan(cat, [node("n1", "s")], "upgrade", services=["s"])
+    done = {"n1.stop.s", "n1.install.s", "n1.configure.s"}
+    back = rollback_plan(plan, done, cat, had={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.configure.s", "n1.start.s"]
+    assert set(back.edges) == {("n1.configure.s", "n1.start.s")}
+    # a service the node did not have (add-services) is still removed
+    added = build_plan(cat, [node("n1", "s")], "add-services", services=["s"])
+    assert [t.id for t in rollback_plan(added, {"n1.install.s", "n1.configure.s"}, cat, had=set()).tasks] == ["n1.remove.s"]
+
+
+def test_a_start_of_a_service_meant_to_run_before_the_job_is_not_undone_by_stopping_it() -> None:
+    """A repair of nodes whose state was unknown (confirm, start, status) whose status check kept
+    failing was rolled back with a stop of the service on every node: services that may well
+    have been running, and are meant to, stopped by the repair. A service meant to be stopped
+    before the job (a `start` job's) is still stopped again."""
+    cat = catalog(svc("s", ["install", "configure", "start", "stop", "remove"]))
+    plan = build_plan(cat, [node("n1", "s"), node("n2", "s")], "start", services=["s"])
+    done = {"n1.start.s", "n2.start.s"}
+    assert [t.id for t in rollback_plan(plan, done, cat, had={("n1", "s"), ("n2", "s")},
+                                        meant_running={("n1", "s")}).tasks] == ["n2.stop.s"]
+    # stopped and started again by the job, on a new config: the rollback restarts it on the old one
+    again = build_plan(cat, [node("n1", "s")], "configure-restart")
+    back = rollback_plan(again, set(again.index), cat, had={("n1", "s")}, meant_running={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.configure.s", "n1.stop.s", "n1.start.s"]

@@ -247,3 +247,50 @@ def test_job_control_remembers_request_ids() -> None:
     assert job.pause("ops", request_id="p-1") and "p-1" in job.control_requests
     rebuilt_requests = set(job.control_requests)
     assert job.resume("ops", request_id="r-1") and set(job.control_requests) == rebuilt_requests | {"r-1"}
+
+
+def test_a_failed_upgrade_rolls_back_to_the_service_running_not_removed() -> None:
+    """The job's rollback knows what the nodes had before it (`JobPlanned.previous_nodes`): an
+    upgrade's install replaced the service, so undoing it must not remove the service."""
+    from contracts.layout import NodeSpec
+    from services.planner.domain.plan import build_plan
+
+    catalog = {"db": Service.model_validate({"name": "db", "provisioner": {"actions": {
+        a: {"type": "x"} for a in ("install", "configure", "start", "stop", "remove")}}})}
+    before = [NodeSpec(id="n1", hardwaretype="h", imagetype="i", services=["db"])]
+    plan = build_plan(catalog, before, "upgrade", services=["db"])
+    job_id = str(job_uuid("acme", "up-1"))
+    job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="upgrade", request={}, max_attempts=1))
+    job.record_plan(JobPlanned(
+        job_id=job_id, mode="eager", nodes=before, previous_nodes=before,
+        tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
+        links=[(list(s), list(t)) for s, t in plan.links], stages=[list(s) for s in plan.stages]))
+    for task in ("n1.stop.db", "n1.install.db", "n1.configure.db"):
+        job.queue(task)
+        assert _done(job, task)
+    undo = job.plan_rollback("task n1.start.db failed", catalog)
+    assert undo is not None
+    assert [(t.action, t.service) for t in undo.tasks] == [(Action.CONFIGURE, "db"), (Action.START, "db")]
+
+
+def test_a_repair_that_fails_does_not_stop_the_services_it_started_that_were_meant_to_run() -> None:
+    from contracts.layout import NodeSpec
+    from services.planner.domain.plan import build_plan
+
+    catalog = {"db": Service.model_validate({"name": "db", "provisioner": {"actions": {
+        a: {"type": "x"} for a in ("install", "configure", "start", "stop", "status")}}})}
+    before = [NodeSpec(id=n, hardwaretype="h", imagetype="i", services=["db"]) for n in ("n1", "n2")]
+    plan = build_plan(catalog, before, "repair-node", services=["db"])
+    job_id = str(job_uuid("acme", "repair-1"))
+    job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="repair", request={}, max_attempts=1))
+    job.record_plan(JobPlanned(
+        job_id=job_id, mode="eager", nodes=before, previous_nodes=before, previous_stopped=[],
+        previous_stopped_on={"db": ["n2"]},
+        tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
+        links=[(list(s), list(t)) for s, t in plan.links], stages=[list(s) for s in plan.stages]))
+    for task in ("n1.confirm", "n2.confirm", "n1.start.db", "n2.start.db"):
+        job.queue(task)
+        assert _done(job, task)
+    undo = job.plan_rollback("task n1.status.db failed", catalog)
+    assert undo is not None
+    assert [t.id for t in undo.tasks] == ["undo.n2.stop.db"]  # n1's db was meant to run; n2's to be stopped

@@ -336,6 +336,24 @@ async def test_a_config_whose_macro_names_a_service_the_cluster_has_not_is_accep
     assert isinstance(right, Accepted) and not right.warnings, right.warnings
 
 
+async def test_a_configure_whose_macro_names_a_node_the_service_has_not_warns_and_the_task_is_not_retried() -> None:
+    """`%host.service.zookeeper-server[5]%` on a cluster with one zookeeper-server was accepted in
+    silence, its dry run too, and its tasks failed three times each before the rollback."""
+    from contracts.commands import ConfigureCluster, DryRun
+
+    h = Harness()
+    cid = await h.cluster_of(3)
+    config = {"zk": {"fifth": "%host.service.zookeeper-server[5]%", "first": "%host.service.zookeeper-server[0]%"}}
+    said = ("config: a macro names node [5] of service 'zookeeper-server', which runs on 1 node(s) (counted from 0): "
+            "the tasks that expand it fail, not retried")
+    dry = await h.send(ConfigureCluster(cluster_id=cid, config=config, dry_run=True))
+    assert isinstance(dry, DryRun) and dry.warnings == [said], dry.warnings
+    fine = await h.send(ConfigureCluster(cluster_id=cid, config={"zk": "%host.service.zookeeper-server[0]%"}, dry_run=True))
+    assert isinstance(fine, DryRun) and fine.warnings == [], fine.warnings
+    reply = await h.send(ConfigureCluster(cluster_id=cid, config=config))
+    assert isinstance(reply, Accepted) and reply.warnings == [said], reply.warnings
+
+
 def _with_unmapped_provider() -> Any:
     """The demo catalog with a provider `cloud` that only one hardware type and no image type map."""
     from contracts.catalog import Provider

@@ -61,7 +61,8 @@ async def test_when_no_other_layout_exists_the_job_ends_rolled_back_saying_so(h:
     await h.settle()
     final = h.final(reply.job_id)
     assert isinstance(final, JobRolledBack)
-    assert "after 1 other layout(s): the only layout" in final.reason and "excluded" in final.reason
+    assert "after 1 layout(s) that failed, with no other to try: the only layout" in final.reason
+    assert "excluded" in final.reason
     assert h.cluster(reply.cluster_id).status == "failed"
     assert h.job(reply.job_id).view()["error"] == final.reason
 

@@ -92,6 +92,22 @@ async def test_past_the_tolerance_the_change_stops_and_rolls_back_what_it_did() 
     assert h.cluster(cid).config == before
 
 
+async def test_past_the_tolerance_the_reason_names_the_failed_nodes_and_the_tolerance() -> None:
+    """The reason named only the first node written off (within the tolerance), as if it had
+    stopped the change: `task n1000.start.up failed 3 times` when n1001 was the node too many."""
+    h = Harness()
+    cid = await h.cluster_of(4)
+    nodes = sorted(h.cluster(cid).nodes)
+    h.behaviour = lambda m: "fail" if m.node.id in nodes[:2] and m.action.value == "start" \
+        and not m.task_id.startswith("undo.") else "succeed"
+    job_id = await _run(h, RestartServices(cluster_id=cid, rolling=Rolling(batch=1, tolerance=1)))
+    job = h.job(job_id)
+    assert job.state == "rolled_back"
+    assert f"restart failed on 2 node(s), past its tolerance of 1: {nodes[0]}, {nodes[1]}" in job.error
+    [rollback] = h.events(job_id, "RollbackPlanned")
+    assert "past its tolerance of 1" in rollback.reason
+
+
 async def test_the_dry_run_shows_the_batches_and_their_stages() -> None:
     h = Harness()
     cid = await h.cluster_of(3)

@@ -6,13 +6,17 @@ after a takeover the next planner goes on in the same trace."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 from planner_harness import Harness
 
-from contracts.commands import Accepted, CreateCluster, RetryJob
+from contracts import subjects
+from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, RejectJob, RetryJob
 from contracts.events import JobRequested, JobRolledBack, JobSucceeded
+from contracts.governance import GovernancePut
 from muster import tracing
+from muster.ports.eventlog import Append
 
 
 def _hex(span_id: int) -> str:
@@ -159,3 +163,51 @@ async def test_a_retry_s_run_taken_over_keeps_its_span_its_start_read_back_from_
     [retry] = [s for s in finished if s.name == "job create (retry 1)"]
     [retried] = [r for r in h.log.records if r.type == "JobRetried"]
     assert retry.parent.span_id == job.context.span_id and retry.start_time == int(retried.time.timestamp() * 1e9)
+
+
+async def test_a_jobs_approval_is_marked_in_its_trace_who_decided_and_when(h: Harness, spans: Any) -> None:
+    """Session 32: a job that waited an hour for its approver showed in its trace as an hour of
+    nothing between its plan and its first task: the wait, the rules and who approved it (or
+    rejected it, or let it expire) are marks under the job's span, as a retry or a pause is."""
+    cluster_id = await h.cluster_of(nodes=3)
+    subject = subjects.governance_events("default", "rule", "deletes")
+    await h.log.append(subject, [Append(GovernancePut(kind="rule", name="deletes", version=1, by="ada", entity={
+        "name": "deletes", "operations": ["delete"], "expires_after_s": 600}), msg_id=f"{subject}:1")])
+    reply = await h.send(DeleteCluster(cluster_id=cluster_id, request_id="del"), principal="uma")
+    assert isinstance(reply, Accepted) and "waits for approval" in reply.warnings[0], reply
+    await h.settle()
+    assert isinstance(await h.send(ApproveJob(job_id=reply.job_id, comment="token=hunter2"), principal="apo"), Accepted)
+    await h.settle()
+    finished = spans.get_finished_spans()
+    [job] = [s for s in finished if s.name == "job delete"]
+    marks = {s.name: s for s in finished if s.parent is not None and s.parent.span_id == job.context.span_id}
+    waits, approved = marks["waits for approval"], marks["job approved"]
+    assert (waits.attributes["muster.rules"], approved.attributes["muster.by"]) == ("deletes", "apo")
+    assert waits.start_time <= approved.start_time and (
+        datetime.fromisoformat(waits.attributes["muster.expires_at"]) == datetime.fromisoformat(h.job(reply.job_id).approval["expires_at"]))
+    assert not any("hunter2" in str(v) for s in finished for v in s.attributes.values())  # a comment is the approver's words: not on a span
+
+
+async def test_a_rejected_or_expired_approval_is_marked_in_its_trace(h: Harness, spans: Any) -> None:
+    cluster_id = await h.cluster_of(nodes=3)
+    subject = subjects.governance_events("default", "rule", "deletes")
+    await h.log.append(subject, [Append(GovernancePut(kind="rule", name="deletes", version=1, by="ada", entity={
+        "name": "deletes", "operations": ["delete"], "expires_after_s": 60}), msg_id=f"{subject}:1")])
+    first = await h.send(DeleteCluster(cluster_id=cluster_id, request_id="one"), principal="uma")
+    assert isinstance(first, Accepted)
+    await h.settle()
+    assert isinstance(await h.send(RejectJob(job_id=first.job_id), principal="apo"), Accepted)
+    await h.settle()
+    second = await h.send(DeleteCluster(cluster_id=cluster_id, request_id="two"), principal="uma")
+    assert isinstance(second, Accepted)
+    await h.settle()
+    await h.clock.advance(61)
+    await h.settle()
+    assert h.job(second.job_id).state == "failed", h.job(second.job_id).error
+    finished = spans.get_finished_spans()
+    by_job = {s.attributes.get("muster.job"): s for s in finished if s.name == "job delete"}
+    rejected = [s for s in finished if s.name == "job rejected"]
+    expired = [s for s in finished if s.name == "approval expired"]
+    assert [s.parent.span_id for s in rejected] == [by_job[first.job_id].context.span_id]
+    assert rejected[0].attributes["muster.by"] == "apo"
+    assert [s.parent.span_id for s in expired] == [by_job[second.job_id].context.span_id]

@@ -285,7 +285,8 @@ def test_a_deadline_expires_the_request_only_once_it_has_passed() -> None:
     assert not p.expire("late", deadline - timedelta(seconds=1))
     assert p.expire("late", deadline)
     reason = p.pending_events[-1].payload.reason
-    assert reason == "no hosts of pool p were free by the deadline 2030-01-01T00:00:00+00:00 (1st in line for 1 host)"
+    # As people read times (muster.times), not ISO 8601 with microseconds (session 32).
+    assert reason == "no hosts of pool p were free by the deadline 2030-01-01 00:00:00 UTC (1st in line for 1 host)"
     assert p.deadlines() == {} and not p.expire("late", deadline)
 
 
@@ -368,6 +369,11 @@ def test_host_counts_read_as_words() -> None:
 
     assert [hosts(n) for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
     assert resources_line({"hosts": 1, "pool": "lab", "position": 1}) == "waiting for 1 host of pool lab: 1st in line"
+    # A job whose deadline passed is over: it waits no more (session 32: `waiting for 3 hosts of
+    # pool lab: not in line ...` under `error: ... no hosts of pool lab were free by the deadline`).
+    assert resources_line({"hosts": 3, "pool": "lab", "position": None}, ended=True) == (
+        "asked for 3 hosts of pool lab: none granted before the job ended")
+    assert resources_line({"hosts": 3, "pool": "lab", "granted": True}, ended=True) == "granted 3 hosts of pool lab"
 
 
 def test_a_tenants_terms_show_what_counts_against_its_quotas() -> None:

@@ -167,3 +167,15 @@ async def test_the_worker_expands_before_the_plugin_and_fails_the_task_naming_th
     assert not bad.ok and bad.error == (
         "macro %host.service.zookeeper-server[7]%: there are fewer than 8 nodes with zookeeper-server (in config zk)")
     assert len(seen.tasks) == 1  # the plugin never saw the task that failed
+
+
+async def test_a_macro_no_retry_can_expand_fails_the_task_for_good_and_a_missing_address_does_not() -> None:
+    """`%host.service.kv[5]%` on a cluster of 3 failed the same way three times before the job
+    rolled back: the layout the task names is the job's, a retry expands the same macro against
+    the same nodes. An address not there yet (a node whose create has not reported) may come."""
+    resolver = NodesResolver(_Seen(), js=None)  # type: ignore[arg-type]
+    for text in ("%host.service.zookeeper-server[7]%", "%hots.service.x%", "%num.service.x[1]%", "%join(host.service.x)%"):
+        out = await resolver.execute(_task("configure", {"zk": text}))
+        assert not out.ok and out.permanent, text
+    out = await resolver.execute(_task("configure", {"zk": "%ip.ipv6_nope.self%"}))
+    assert not out.ok and not out.permanent

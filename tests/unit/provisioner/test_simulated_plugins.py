@@ -112,6 +112,13 @@ async def test_fail_first_attempts_makes_retries_succeed(registry: PluginRegistr
     assert creates == [False, False, True] and confirm.ok
 
 
+async def test_a_failure_of_the_first_attempts_says_so_not_a_failure_rate_of_0(registry: PluginRegistry) -> None:
+    """It said `simulated failure of create (failure rate 0)`: a rate that cannot fail."""
+    fields = {"fail_first_attempts_create": "2"}
+    out = await registry.execute(make_task("create", provider_fields=fields, attempt=2))
+    assert out.error == "simulated failure of create (attempt 2: fail_first_attempts is 2)"
+
+
 async def test_an_injected_failure_may_be_permanent_per_action_and_from_the_provider(registry: PluginRegistry) -> None:
     """To show "failed, not retried" (decision 0039): the provider's own failures, and an
     action's through the automator, which falls back to the provider's fields."""

@@ -49,3 +49,21 @@ document.addEventListener("DOMContentLoaded", function () {
   const current = document.querySelector("[data-testid=cluster-timeline] li[aria-current]");
   if (current) current.parentElement.scrollTop = current.offsetTop - current.parentElement.offsetTop - 60;
 });
+
+// The cluster now (not a point of its history): told when it changes after the page was made
+// (cluster_live.py; server-sent events, nothing polls). The page stays as rendered, so a change
+// form being typed is kept; a notice says what changed, with a link that reloads it, and "busy
+// with its job" goes once that job's final event comes.
+document.addEventListener("DOMContentLoaded", function () {
+  const notice = document.getElementById("cluster-changed");
+  if (!notice || !window.EventSource) return;
+  const text = document.getElementById("cluster-changed-text");
+  const source = new EventSource("/ui/clusters/" + notice.dataset.cluster + "/stream?after=" + notice.dataset.after);
+  source.addEventListener("changed", function (ev) {
+    const m = JSON.parse(ev.data);
+    text.textContent = "#" + m.seq + " " + m.type + (m.text ? ": " + m.text : "");
+    notice.hidden = false;
+    const busy = document.querySelector('[data-testid="ops-busy"]');
+    if (m.final && busy && busy.dataset.job === m.job_id) busy.hidden = true;
+  });
+});

@@ -13,7 +13,21 @@
       el.dataset.local = "1";
     }
   }
-  window.musterConsole = {localTimes: localTimes, fmt: fmt};
+  // A running attempt's output line `p` into its list under `root` (a task's panel or page);
+  // false when that attempt is not shown there yet (the caller fetches the task again).
+  function progressLine(root, p) {
+    const list = root.querySelector('ol[data-testid="attempt-lines"][data-attempt="' + p.attempt + '"]');
+    if (!list) return false;
+    if ([...list.children].some((li) => li.value === p.n)) return true;  // fetched with it already
+    const li = document.createElement("li");
+    li.value = p.n;
+    li.textContent = (p.skipped ? "(" + p.skipped + " left out) " : "") + p.line;
+    list.appendChild(li);
+    const hint = list.parentElement.querySelector(".hint");
+    if (hint) hint.remove();
+    return true;
+  }
+  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine};
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     for (const el of document.querySelectorAll(".tz")) el.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone || "local";

@@ -139,19 +139,7 @@
     if (panel) { clearTimeout(panelTimer); panelTimer = setTimeout(() => openTask(selected, false), 250); }
   }
 
-  // A progress line into the open task's attempt (false: that attempt is not shown yet).
-  function progressLine(m) {
-    const list = document.querySelector('#task-body ol[data-testid="attempt-lines"][data-attempt="' + m.attempt + '"]');
-    if (!list) return false;
-    if ([...list.children].some((li) => li.value === m.n)) return true;  // the panel was fetched with it
-    const li = document.createElement("li");
-    li.value = m.n;
-    li.textContent = (m.skipped ? "(" + m.skipped + " left out) " : "") + m.line;
-    list.appendChild(li);
-    const hint = list.parentElement.querySelector(".hint");
-    if (hint) hint.remove();
-    return true;
-  }
+  const progressLine = (m) => musterConsole.progressLine($("task-body"), m);  // false: that attempt is not shown yet
 
   // As the server renders them (job.html), so the page at its end reads as it does reloaded.
   const ENDED_MID_PLAN = ["failed", "rolled_back", "needs_attention"];  // where it stopped, not where it is
