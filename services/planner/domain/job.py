@@ -27,6 +27,7 @@ from contracts.approvals import JobApprovalExpired, JobApprovalRequested, JobApp
 from contracts.catalog import Action, Service
 from contracts.events import (
     FINAL_JOB_STATES,
+    STRANDED_PREFIX,
     CleanupQueued,
     JobAdopted,
     JobCancelRequested,
@@ -80,11 +81,11 @@ class _Dispatch:
     failed: dict[str, None]
 
 
-STRANDED = "its segment stopped before it: the step before it did not succeed"
+STRANDED = f"{STRANDED_PREFIX} the step before it did not succeed"
 """The error of a segment's follower ended `cancelled` because the step before it failed
 (`domain/segments.py`): it never ran, and its attempt is given back (`retry_base`)."""
 
-STRANDED_BY_TIMEOUT = ("its segment stopped before it: the step before it timed out (its provisioner may still run "
+STRANDED_BY_TIMEOUT = (f"{STRANDED_PREFIX} the step before it timed out (its provisioner may still run "
                        "it late, after that step: a late run changes nothing)")
 """The same when the step before it timed out: that step may still be running, and its provisioner
 go on with this one, a stale attempt as a late lone one is (docs/decisions/0058, "What is not
