@@ -605,7 +605,22 @@ class Job(Aggregate):
         self.cancel_requested = False
         self.cleanups, self.maybe_made = {}, set()  # (the rollback that ended the last round deleted those)
         self.retry_base = dict(self.attempts)
-        self.task_state, self.moved, self.permanent = {}, set(), set()
+        # A node of the cluster that the last round deleted stays deleted (no rollback undoes a
+        # delete, and the cluster left it out): what ran there stays done. Started over, its
+        # delete had no node to name, and the retry waited for it for good.
+        gone = self.deleted_nodes()
+        kept = {t: "succeeded" for t, s in self.task_state.items()
+                if s == "succeeded" and t in self.tasks and not t.startswith(UNDO) and self.tasks[t].node in gone}
+        self.task_state, self.moved, self.permanent = kept, set(kept), set()
+
+    def deleted_nodes(self) -> set[str]:
+        """The nodes of the cluster before the job whose forward `delete` succeeded (a delete's,
+        a shrink's): their machines are gone, and no rollback brings them back."""
+        plan, before = self.plan, {n.id for n in self.previous_nodes}
+        if plan is None:
+            return set()
+        return {t.node for t in plan.tasks
+                if t.action is Action.DELETE and t.node in before and self.task_state.get(t.id) == "succeeded"}
 
     def retry(self, by: str, request_id: str | None = None, catalog_seq: int | None = None) -> bool:
         """A failed or rolled-back job starts its plan over; one that needs attention after its

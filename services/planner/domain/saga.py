@@ -226,23 +226,12 @@ def _rolled_back(job: Job, cluster: Cluster) -> None:
     why = ("; no other layout was tried: the job's plan was approved, and another layout would be a plan nobody approved "
            "(ask again)") if job.could_relayout else ""
     job.finish_rollback(why)
-    gone = _deleted_nodes(job)
+    gone = job.deleted_nodes()
     cluster.change_layout(str(job.id), [n for n in job.previous_nodes if n.id not in gone])
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
     status = "failed" if job.operation == "create" else "incomplete" if gone else "active"
     said = f"; {', '.join(sorted(gone))} deleted all the same (a delete cannot be undone)" if gone else ""
     cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}{said}")
-
-
-def _deleted_nodes(job: Job) -> set[str]:
-    """The nodes of the cluster before the job whose forward `delete` succeeded (a delete's, a
-    shrink's): their machines are gone, and no rollback brings them back. It put them back in
-    the layout, the cluster `active` with nodes that no longer existed."""
-    plan, before = job.plan, {n.id for n in job.previous_nodes}
-    if plan is None:
-        return set()
-    return {t.node for t in plan.tasks
-            if t.action is Action.DELETE and t.node in before and job.task_state.get(t.id) == "succeeded"}
 
 
 def _relayout(job: Job, cluster: Cluster) -> Effects:

@@ -41,3 +41,22 @@ async def test_a_shrink_rolled_back_keeps_the_nodes_it_had_not_deleted() -> None
             if t.action.value == "delete" and h.job(reply.job_id).task_state.get(t.id) == "succeeded"}
     assert gone and not gone & set(h.cluster(cid).nodes)
     assert h.cluster(cid).status == "incomplete" and len(h.cluster(cid).nodes) == 4 - len(gone)
+
+
+async def test_a_retry_of_that_delete_deletes_the_rest_and_ends() -> None:
+    """The retry started the whole plan over, the deletes of nodes already gone too: their
+    messages named nodes the cluster no longer had, were never sent, and the job ran for good."""
+    from contracts.commands import RetryJob
+
+    h = Harness()
+    cid = await h.cluster_of(3)
+    h.behaviour = lambda m: "fail" if m.action.value == "delete" and m.node.id == "n1001" else "succeed"
+    reply = await h.send(DeleteCluster(cluster_id=cid))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    ran: list[str] = []
+    h.behaviour = lambda m: ran.append(m.task_id) or "succeed"  # type: ignore[func-returns-value]
+    assert isinstance(await h.send(RetryJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+    assert ran == ["n1001.delete"]
+    assert h.job(reply.job_id).state == "succeeded" and h.cluster(cid).status == "deleted"
