@@ -8,16 +8,22 @@ from planner_harness import Harness
 from contracts.commands import Accepted, DeleteCluster, ShrinkCluster
 
 
-async def test_a_delete_that_deleted_some_nodes_and_rolled_back_leaves_them_out() -> None:
-    """A delete whose n1001 the cloud would not delete ended `rolled_back` with the cluster
-    `active` and its 3 nodes, n1000 and n1002 among them, whose machines were gone."""
-    h = Harness()
+async def _delete_failing_on_n1001(h: Harness) -> tuple[str, str]:
+    """A 3-node cluster's delete, whose n1001 the cloud would not delete; (cluster, job)."""
     cid = await h.cluster_of(3)
     h.behaviour = lambda m: "fail" if m.action.value == "delete" and m.node.id == "n1001" else "succeed"
     reply = await h.send(DeleteCluster(cluster_id=cid))
     assert isinstance(reply, Accepted)
     await h.settle()
-    assert h.job(reply.job_id).state == "rolled_back"
+    return cid, reply.job_id
+
+
+async def test_a_delete_that_deleted_some_nodes_and_rolled_back_leaves_them_out() -> None:
+    """A delete whose n1001 the cloud would not delete ended `rolled_back` with the cluster
+    `active` and its 3 nodes, n1000 and n1002 among them, whose machines were gone."""
+    h = Harness()
+    cid, job_id = await _delete_failing_on_n1001(h)
+    assert h.job(job_id).state == "rolled_back"
     cluster = h.cluster(cid)
     assert sorted(cluster.nodes) == ["n1001"]
     assert cluster.status == "incomplete"
@@ -49,14 +55,10 @@ async def test_a_retry_of_that_delete_deletes_the_rest_and_ends() -> None:
     from contracts.commands import RetryJob
 
     h = Harness()
-    cid = await h.cluster_of(3)
-    h.behaviour = lambda m: "fail" if m.action.value == "delete" and m.node.id == "n1001" else "succeed"
-    reply = await h.send(DeleteCluster(cluster_id=cid))
-    assert isinstance(reply, Accepted)
-    await h.settle()
+    cid, job_id = await _delete_failing_on_n1001(h)
     ran: list[str] = []
     h.behaviour = lambda m: ran.append(m.task_id) or "succeed"  # type: ignore[func-returns-value]
-    assert isinstance(await h.send(RetryJob(job_id=reply.job_id)), Accepted)
+    assert isinstance(await h.send(RetryJob(job_id=job_id)), Accepted)
     await h.settle()
     assert ran == ["n1001.delete"]
-    assert h.job(reply.job_id).state == "succeeded" and h.cluster(cid).status == "deleted"
+    assert h.job(job_id).state == "succeeded" and h.cluster(cid).status == "deleted"
