@@ -115,7 +115,7 @@ def describe(e: Any) -> str:
             return f"{task} done: taken into the job"
         case "TaskAttemptFailed" if e.state == "cancelled" and e.error.startswith(STRANDED_PREFIX):
             # no cancel there: the step before it in its segment failed (it said the cancel had ended it)
-            return f"{task} attempt {attempt} not run: {e.error}"
+            return f"{task} attempt {attempt} ended: {e.error}"
         case "TaskAttemptFailed" if e.state == "cancelled":
             return f"{task} attempt {attempt} cancelled: no provisioner claimed it before the cancel (it never ran)"
         case "ClaimsClosed":

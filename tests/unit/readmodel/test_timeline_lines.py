@@ -12,7 +12,7 @@ def test_an_attempt_its_segment_stranded_says_so_not_that_a_cancel_ended_it() ->
     showed each of its node's queued followers as `cancelled: no provisioner claimed it before
     the cancel`: the event's own reason was there, and the history said another."""
     stranded = TaskAttemptFailed(job_id="j", task_id="n1000.confirm", attempt=1, state="cancelled", error=STRANDED)
-    assert describe(stranded) == ("n1000.confirm attempt 1 not run: its segment stopped before it: "
+    assert describe(stranded) == ("n1000.confirm attempt 1 ended: its segment stopped before it: "
                                   "the step before it did not succeed")
     fenced = TaskAttemptFailed(job_id="j", task_id="n1000.confirm", attempt=1, state="cancelled",
                                error="cancelled before any provisioner claimed it")
