@@ -49,7 +49,7 @@ from contracts.events import (
     TaskQueued,
 )
 from contracts.layout import Layout, NodeSpec
-from muster.readmodel.jobs import shown_state
+from muster.readmodel.jobs import shown_state, trace_id
 
 from .model import Plan, PlannedTask
 from .recording import record
@@ -864,6 +864,7 @@ class Job(Aggregate):
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
             "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
+            "trace_id": trace_id(getattr(self, "trace", None)),
         }
 
     # -- the end --------------------------------------------------------------------------
