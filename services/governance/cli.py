@@ -19,7 +19,7 @@ import yaml
 from rich.console import Console
 
 from contracts import subjects
-from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
+from contracts.governance import MAX_LEASE_WARNING_S, NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
 from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
 from muster.cli_support import (
@@ -346,8 +346,17 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
     if subject is not None and (secret or slack):
         raise click.UsageError(f"{'--secret' if secret else '--slack'} is for a webhook: a --subject message is not signed "
                                "and carries the muster body")
-    entity: dict[str, Any] = {"name": name, "events": list(dict.fromkeys(e.strip() for e in events.split(",") if e.strip())),
-                              "clusters": list(clusters), "lease_warning_s": seconds(lease_warning, "--lease-warning")}
+    kinds = list(dict.fromkeys(e.strip() for e in events.split(",") if e.strip()))
+    unknown = [k for k in kinds if k not in NOTIFICATION_KINDS]
+    if unknown or not kinds:  # in the words typed: the service's answer named `events.0` and listed them with 'or'
+        what = f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not a kind of notification" \
+            if unknown else "it names no kind of notification"
+        raise click.UsageError(f"--on {events!r}: {what}; give one or more of {', '.join(NOTIFICATION_KINDS)}, comma-separated")
+    warning = seconds(lease_warning, "--lease-warning")
+    if not 0 < warning <= MAX_LEASE_WARNING_S:  # (it said `lease_warning_s: 34560000.0 is over the limit: at most 2592000.0`)
+        raise click.UsageError(f"--lease-warning {lease_warning}: more than 0 and at most {spoken(MAX_LEASE_WARNING_S)} "
+                               "before a lease ends")
+    entity: dict[str, Any] = {"name": name, "events": kinds, "clusters": list(clusters), "lease_warning_s": warning}
     if webhook is not None:
         entity["webhook"] = {"url": webhook, "secret": secret, "format": "slack" if slack else "muster"}
     if subject is not None:
