@@ -53,6 +53,12 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     if len(captured) != 1:
         raise CliError(f"`{' '.join(words)}` is not an operation muster can schedule (cluster ..., job ...)")
     cmd = captured[0]
+    if getattr(cmd, "dry_run", False):
+        # The schedule kept the operation without its dry_run: `-- cluster delete web --dry-run`
+        # made a schedule that deleted the cluster at its first tick (session 32).
+        raise CliError(f"`{' '.join(words)}` is a dry run: it previews and changes nothing, and a schedule sends its "
+                       "operation for real at every tick; leave --dry-run out to schedule the operation, or run the "
+                       "dry run now, unscheduled")
     body = cmd.model_dump(mode="json", exclude={"request_id", "requested_by", "dry_run"})
     return VERB_OF[cmd.type], body
 
