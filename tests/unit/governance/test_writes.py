@@ -171,3 +171,14 @@ async def test_the_notifier_refuses_a_super_admin_s_request_in_a_tenant_no_one_m
         await requests.on_request(msg)  # type: ignore[arg-type]
         assert msg.answer is not None and (msg.answer.ok, msg.answer.code, msg.answer.reason) == (
             False, "invalid", "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"), verb
+
+
+async def test_a_schedule_whose_command_is_a_dry_run_is_refused_saying_so() -> None:
+    """Over HTTP or the bus (`PUT /v1/governance/schedules/{name}`): it was refused as `its command
+    is a DeleteCluster (verb 'delete'), not a run of 'delete'`, which named no problem."""
+    writes = GovernanceWrites(MemoryEventLog())
+    refused = await put(writes, "schedule", name="gone", every_s=600, verb="delete",
+                        command={"type": "DeleteCluster", "cluster_id": CLUSTER, "dry_run": True})
+    assert not refused.ok and refused.problems == [
+        "schedule 'gone': its command is a dry run (`dry_run`: true), which previews and changes nothing; a schedule "
+        "sends its operation for real at every tick"], refused
