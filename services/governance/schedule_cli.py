@@ -35,10 +35,19 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     """The request the muster command in `words` would send (its verb and command), built by
     that very command, with nothing sent."""
     from muster.cli import main
-    from muster.ops_session import CAPTURE
+    from muster.ops_session import CAPTURE, is_operation, operation_command
 
     if not words:
         raise CliError("give the operation after `--`, as you would type it: -- cluster check c1")
+    named = operation_command(main, words)
+    if named is not None and not is_operation(named):
+        # Run to be captured, any other command did what it does: `-- schedule create y ...`
+        # wrote schedule y, `-- rule delete big` would have deleted the rule (session 32).
+        raise CliError(f"`{' '.join(words)}` is not an operation muster can schedule (cluster ..., job ...: a request "
+                       "that makes a job); nothing was run")
+    if "--wait" in words:  # (a check's --wait printed the cluster's last drift as if it had been checked)
+        raise CliError(f"`{' '.join(words)}`: leave --wait out: a tick does not wait for its job (`muster schedule list` "
+                       "shows each run's job; `muster job wait JOB` follows one)")
     captured: list[Any] = []
     token = CAPTURE.set(captured)
     # The tenant only if the user named one: else the command resolves the token's own, as typed.
