@@ -33,6 +33,8 @@ NOTIFICATION_KINDS: tuple[NotificationKind, ...] = ("job_succeeded", "job_failed
                                                     "drift_found")
 MAX_LEASE_WARNING_S = 30 * 86400
 """A `lease_expiring` warning comes at most this long before the lease ends."""
+MAX_EVERY_S = 366 * 86400
+"""A schedule's interval is at most this long (`--every`)."""
 
 
 class _Model(BaseModel):
@@ -108,7 +110,7 @@ class Schedule(_Model):
 
     name: str = Field(pattern=NAME)
     cron: str | None = Field(default=None, max_length=120, description="5 fields (minute first), or 6 (second first)")
-    every_s: float | None = Field(default=None, ge=1, le=366 * 86400, description="or a tick every this many seconds")
+    every_s: float | None = Field(default=None, ge=1, le=MAX_EVERY_S, description="or a tick every this many seconds")
     timezone: str = Field(default="UTC", max_length=64)
     verb: str = Field(pattern=r"^[a-z][a-z\-]{1,31}$")
     command: dict[str, Any] = Field(description="the operation's command, as the CLI built it (no request_id)")

@@ -12,14 +12,13 @@ from typing import Any
 import click
 
 from contracts.commands import VERB_OF
-from contracts.governance import Schedule, ran_text
+from contracts.governance import MAX_EVERY_S, Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.help_group import WholeHelpGroup
-from muster.ops_care_cli import seconds
 from muster.times import shown_time
 
-from .cli import ask, ask_in, listed, out, report
+from .cli import ask, ask_in, bounded, listed, out, report
 from .domain.operation_text import operation_text
 from .domain.schedules import listed_due, typed
 
@@ -90,8 +89,9 @@ def schedule_create(name: str, cron: str | None, every: str | None, timezone: st
         raise CliError("--cron and --every both given: a schedule has one of them, either a cron or an interval")
     if cron is None and every is None:
         raise CliError("when does it run? give --cron '0 3 * * *' (a cron expression) or --every 10m (an interval)")
+    every_s = bounded(every, "--every", MAX_EVERY_S, least=1) if every else None  # (before the operation is resolved)
     verb, body = _captured(operation, bus)
-    entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
+    entity = {"name": name, "cron": cron, "every_s": every_s, "timezone": timezone,
               "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
     report(run(ask(bus, "put", "schedule", as_json, "schedule create", entities=[entity])), as_json, "schedule create")
 
