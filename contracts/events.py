@@ -70,6 +70,9 @@ yet), `queued`, `claimed` (a worker runs it), `succeeded`, `failed` (its last at
 queued, or queued and never claimed, when the job was cancelled: it never ran)."""
 TIMED_OUT_PREFIX = "timed out: no outcome within"
 """How a v1 `TaskAttemptFailed` said that its attempt timed out (in `error` only)."""
+STRANDED_PREFIX = "its segment stopped before it:"
+"""How the error of a `cancelled` attempt begins when no cancel ended it: the step before it in
+its segment did not succeed, so it never ran (docs/decisions/0058)."""
 LOST_PREFIX = "provisioner lost:"
 """How the error of a claimed attempt begins when the planner ended it because every process that
 claimed it has stopped (its job cancelled; docs/decisions/0054): maybe made, and undone."""

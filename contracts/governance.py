@@ -31,6 +31,10 @@ GOVERNANCE_KINDS: tuple[GovernanceKind, ...] = ("rule", "policy", "subscription"
 NotificationKind = Literal["job_succeeded", "job_failed", "needs_approval", "lease_expiring", "drift_found"]
 NOTIFICATION_KINDS: tuple[NotificationKind, ...] = ("job_succeeded", "job_failed", "needs_approval", "lease_expiring",
                                                     "drift_found")
+MAX_LEASE_WARNING_S = 30 * 86400
+"""A `lease_expiring` warning comes at most this long before the lease ends."""
+MAX_EVERY_S = 366 * 86400
+"""A schedule's interval is at most this long (`--every`)."""
 
 
 class _Model(BaseModel):
@@ -92,7 +96,7 @@ class Subscription(_Model):
     subject: str | None = Field(default=None, max_length=256, pattern=r"^muster\.cb\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
     clusters: list[Annotated[str, Field(max_length=128)]] = Field(
         default_factory=list, max_length=64, description="cluster ids or names; empty: every cluster of the tenant")
-    lease_warning_s: float = Field(default=3600.0, gt=0, le=30 * 86400, description="`lease_expiring`: this long before")
+    lease_warning_s: float = Field(default=3600.0, gt=0, le=MAX_LEASE_WARNING_S, description="`lease_expiring`: this long before")
 
     @model_validator(mode="after")
     def _one_target(self) -> Subscription:
@@ -106,7 +110,7 @@ class Schedule(_Model):
 
     name: str = Field(pattern=NAME)
     cron: str | None = Field(default=None, max_length=120, description="5 fields (minute first), or 6 (second first)")
-    every_s: float | None = Field(default=None, ge=1, le=366 * 86400, description="or a tick every this many seconds")
+    every_s: float | None = Field(default=None, ge=1, le=MAX_EVERY_S, description="or a tick every this many seconds")
     timezone: str = Field(default="UTC", max_length=64)
     verb: str = Field(pattern=r"^[a-z][a-z\-]{1,31}$")
     command: dict[str, Any] = Field(description="the operation's command, as the CLI built it (no request_id)")

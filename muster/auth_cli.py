@@ -298,7 +298,7 @@ async def _cluster_by_name(bus: Bus, scope: str, tenant: str | None) -> str:
     async with TrackerReads(bus, tenant) as tracker:
         found = [c for c in (await tracker.get("/v1/clusters", name=named.group(1)))["items"] if c.get("status") != "deleted"]
     if not found:
-        raise CliError(f"scope {scope!r}: no cluster named {named.group(1)!r} in tenant {tenant or 'of your token'} "
+        raise CliError(f"scope {scope!r}: no cluster named {named.group(1)!r} in {f'tenant {tenant}' if tenant else 'the tenant of your token'} "
                        "(`muster cluster list`); a cluster scope is a cluster's name or id, or cluster:*", EXIT_INVALID)
     return f"cluster:{found[0]['id']}"
 

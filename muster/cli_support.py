@@ -238,8 +238,11 @@ def job_id_of(value: str | None, command: str = "") -> str:
     if not UUID_RE.fullmatch(value.strip()):
         said = f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)"
         if _NAMEISH.fullmatch(value.strip()) and not _HEXISH.fullmatch(value.strip()):
-            # `muster status web`: a cluster's name where its job goes (a walk's first guess)
-            said += f"; if {value.strip()!r} is a cluster: `muster job list --cluster {value.strip()}` lists its jobs"
+            # `muster status web`: a cluster's name where its job goes (a walk's first guess);
+            # `muster history web` has the cluster's own story to offer
+            said += (f"; if {value.strip()!r} is a cluster: `muster history --cluster {value.strip()}` tells its story"
+                     if command == "muster history" else
+                     f"; if {value.strip()!r} is a cluster: `muster job list --cluster {value.strip()}` lists its jobs")
         raise CliError(said)
     return value.strip().lower()
 

@@ -9,7 +9,7 @@ import contextlib
 import functools
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -90,13 +90,36 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
                          help="idempotency key: the same key always maps to the same job (default: a new one)")(g)
         g = json_option(g)
         g = click.option("--wait", is_flag=True, help="follow the job live until it ends; exit 0 if it succeeded, 1 if not")(g)
-        return bus_options(g)
+        g = bus_options(g)
+        g.muster_operation = True  # (`operation_command`: what `muster schedule create ... --` may run to capture)
+        return g
 
     return decorate
 
 
 cluster_op = _op_options(dry_run=True)
 job_op = _op_options(dry_run=False)
+
+
+def operation_command(root: click.Group, words: Sequence[str]) -> click.Command | None:
+    """The command `words` name under `root` (`cluster delete web` -> `cluster delete`), None
+    when they name none (a typo, an option first: click says why when it runs them)."""
+    command: click.Command = root
+    ctx = click.Context(root)
+    for word in words:
+        if not isinstance(command, click.Group):
+            break
+        found = command.get_command(ctx, word)
+        if found is None:
+            return None
+        command = found
+    return command
+
+
+def is_operation(command: click.Command) -> bool:
+    """A command that sends an operation request (built with `cluster_op` or `job_op`): run
+    with CAPTURE set it sends nothing. Any other command does what it does, captured or not."""
+    return bool(getattr(command.callback, "muster_operation", False))
 
 
 class Session:

@@ -119,7 +119,7 @@ def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], w
         # Not named: they serve other tenants, and a provisioner's id may name one (`prov-beta`);
         # the tenant's user reads this warning, the super admin lists them.
         return (f"{said}; {len(of_class)} live provisioner(s) of class {provisioner_class!r} serve other tenants: "
-                f"a super admin lists them with muster provisioners and grants one the queue: "
+                f"a super admin lists them with muster provisioners list --all and grants one the queue: "
                 f"muster grant PROVISIONER {queue}")
     name = f"prov-{provisioner_class}"
     return (f"{said}; no provisioner of class {provisioner_class!r} is running: a super admin starts one with "

@@ -59,7 +59,8 @@ def main() -> None:
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-                context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="UTC")
+                context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="UTC",
+                                              bypass_csp=True)  # its waits evaluate expressions, which the CSP refuses
                 # Signed in as the demo's super admin (its credentials file): the console's session cookie.
                 token = read_credentials_file(Path(tmp) / "data" / "credentials")
                 context.add_cookies([{"name": "muster_session", "value": token, "url": base}])

@@ -16,6 +16,14 @@ from contracts.events import FINAL_JOB_STATES, FINAL_STATE_OF
 from contracts.records import Recorded
 
 
+def trace_id(traceparent: str | None) -> str | None:
+    """The id of a job's trace (`JobRequested.trace`, a W3C traceparent: its second field), which
+    a tracing UI looks up; None when the job is not traced (tracing off). It was only in the
+    job's first event, which a user dug out with curl and cut (docs/tracing.md)."""
+    parts = traceparent.split("-") if traceparent else []
+    return parts[1] if len(parts) == 4 else None
+
+
 def shown_state(state: str | None, timed_out: bool, cancelled: bool) -> str:
     """A task's state as the views show it (`contracts.events.TaskState`) from the fold's:
     `timed_out` for a failed attempt that timed out; `cancelled` for a forward task never
@@ -56,6 +64,7 @@ class JobView:
         self.resources: dict[str, Any] | None = None
         self.approval: dict[str, Any] | None = None
         self.warnings: list[dict[str, Any]] = []
+        self.trace: str | None = None
 
     @property
     def requested(self) -> bool:
@@ -136,6 +145,7 @@ class JobView:
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
             "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
+            "trace_id": trace_id(self.trace),
         }
 
     # -- one method per event type ---------------------------------------------------------
@@ -144,6 +154,7 @@ class JobView:
         self.id = e.job_id
         self.tenant, self.cluster_id, self.operation = e.tenant, e.cluster_id, e.operation
         self.requested_by, self.owner = e.requested_by, e.planner
+        self.trace = getattr(e, "trace", None)
 
     def _planned(self, e: Any) -> None:
         self.mode = e.mode

@@ -16,7 +16,7 @@ from .jobs import job_view
 from .locations import Record, merge_all, parse_subject, updates_from
 
 JOB_FIELDS = ("id", "tenant", "cluster_id", "operation", "state", "error", "owner", "requested_by", "mode",
-              "started_at", "finished_at", "resources", "approval", "policy_warnings")
+              "started_at", "finished_at", "resources", "approval", "policy_warnings", "trace_id")
 
 
 def located(t: Mapping[str, Any], loc: Record | None) -> dict[str, Any]:

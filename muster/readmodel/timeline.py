@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS, LOST_PREFIX
+from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS, LOST_PREFIX, STRANDED_PREFIX
 from contracts.governance import ran_text
 from contracts.records import Recorded
 from muster.times import lease_end, shown_time
@@ -113,6 +113,9 @@ def describe(e: Any) -> str:
             return f"{task} attempt {attempt} says: {e.line}{left_out}"
         case "TaskCompleted":
             return f"{task} done: taken into the job"
+        case "TaskAttemptFailed" if e.state == "cancelled" and e.error.startswith(STRANDED_PREFIX):
+            # no cancel there: the step before it in its segment failed (it said the cancel had ended it)
+            return f"{task} attempt {attempt} ended: {e.error}"
         case "TaskAttemptFailed" if e.state == "cancelled":
             return f"{task} attempt {attempt} cancelled: no provisioner claimed it before the cancel (it never ran)"
         case "ClaimsClosed":

@@ -190,7 +190,7 @@ async def delete(client: MusterClient, tenant: str, console: Console, cluster_id
             console.print(f"{refused}: cancelling its job {job} first")
         with contextlib.suppress(MusterError):  # (it ended already: the delete is tried again)
             await run(client, CancelJob(job_id=job, requested_by="demo"), tenant, console, "cancel")
-    console.print(f"cluster {cluster_id} not deleted: `muster cluster delete {cluster_id}` while the deployment runs")
+    console.print(f"cluster {cluster_id} not deleted: its nodes go as the demo stops (namespace nodes by the demo's prefix)")
 
 
 def print_drift(console: Console, info: ClusterInfo) -> None:

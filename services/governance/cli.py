@@ -19,7 +19,7 @@ import yaml
 from rich.console import Console
 
 from contracts import subjects
-from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
+from contracts.governance import MAX_APPROVAL_S, MAX_LEASE_WARNING_S, NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
 from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
 from muster.cli_support import (
@@ -46,6 +46,17 @@ from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 TIMEOUT_S = 30.0
+
+
+def bounded(text: str, option: str, most: float, least: float = 0.0) -> float:
+    """A duration option (`seconds`) within its bounds, refused in the words typed: the service's
+    answer named the field in seconds (`expires_after_s: 34560000.0 is over the limit: at most
+    2592000.0` for `--expires 400d`; session 32)."""
+    value = seconds(text, option)
+    if value <= 0 or value < least or value > most:
+        floor = f"at least {spoken(least)}" if least else "more than 0"
+        raise click.UsageError(f"{option} {text}: {floor} and at most {spoken(most)}")
+    return value
 
 
 async def ask(bus: Bus, verb: str, kind: str, as_json: bool = False, said: str = "", **body: Any) -> GovernanceAnswer:
@@ -275,7 +286,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
         raise CliError("--label takes KEY=VALUE")
     entity = {"name": name, "operations": list(operations), "min_nodes": min_nodes, "clusters": list(clusters),
               "labels": {k: v for k, _, v in pairs}, "allow_self_approval": allow_self_approval,
-              "expires_after_s": seconds(expires, "--expires"), "description": description}
+              "expires_after_s": bounded(expires, "--expires", MAX_APPROVAL_S), "description": description}
     report(await ask(bus, "put", "rule", as_json, "rule add", entities=[entity]), as_json, "rule add")
 
 
@@ -346,8 +357,14 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
     if subject is not None and (secret or slack):
         raise click.UsageError(f"{'--secret' if secret else '--slack'} is for a webhook: a --subject message is not signed "
                                "and carries the muster body")
-    entity: dict[str, Any] = {"name": name, "events": list(dict.fromkeys(e.strip() for e in events.split(",") if e.strip())),
-                              "clusters": list(clusters), "lease_warning_s": seconds(lease_warning, "--lease-warning")}
+    kinds = list(dict.fromkeys(e.strip() for e in events.split(",") if e.strip()))
+    unknown = [k for k in kinds if k not in NOTIFICATION_KINDS]
+    if unknown or not kinds:  # in the words typed: the service's answer named `events.0` and listed them with 'or'
+        what = f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not a kind of notification" \
+            if unknown else "it names no kind of notification"
+        raise click.UsageError(f"--on {events!r}: {what}; give one or more of {', '.join(NOTIFICATION_KINDS)}, comma-separated")
+    warning = bounded(lease_warning, "--lease-warning", MAX_LEASE_WARNING_S)
+    entity: dict[str, Any] = {"name": name, "events": kinds, "clusters": list(clusters), "lease_warning_s": warning}
     if webhook is not None:
         entity["webhook"] = {"url": webhook, "secret": secret, "format": "slack" if slack else "muster"}
     if subject is not None:

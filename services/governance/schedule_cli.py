@@ -12,14 +12,13 @@ from typing import Any
 import click
 
 from contracts.commands import VERB_OF
-from contracts.governance import Schedule, ran_text
+from contracts.governance import MAX_EVERY_S, Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.help_group import WholeHelpGroup
-from muster.ops_care_cli import seconds
 from muster.times import shown_time
 
-from .cli import ask, ask_in, listed, out, report
+from .cli import ask, ask_in, bounded, listed, out, report
 from .domain.operation_text import operation_text
 from .domain.schedules import listed_due, typed
 
@@ -35,10 +34,19 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     """The request the muster command in `words` would send (its verb and command), built by
     that very command, with nothing sent."""
     from muster.cli import main
-    from muster.ops_session import CAPTURE
+    from muster.ops_session import CAPTURE, is_operation, operation_command
 
     if not words:
         raise CliError("give the operation after `--`, as you would type it: -- cluster check c1")
+    named = operation_command(main, words)
+    if named is not None and not is_operation(named):
+        # Run to be captured, any other command did what it does: `-- schedule create y ...`
+        # wrote schedule y, `-- rule delete big` would have deleted the rule (session 32).
+        raise CliError(f"`{' '.join(words)}` is not an operation muster can schedule (cluster ..., job ...: a request "
+                       "that makes a job); nothing was run")
+    if "--wait" in words:  # (a check's --wait printed the cluster's last drift as if it had been checked)
+        raise CliError(f"`{' '.join(words)}`: leave --wait out: a tick does not wait for its job (`muster schedule list` "
+                       "shows each run's job; `muster job wait JOB` follows one)")
     captured: list[Any] = []
     token = CAPTURE.set(captured)
     # The tenant only if the user named one: else the command resolves the token's own, as typed.
@@ -53,6 +61,12 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     if len(captured) != 1:
         raise CliError(f"`{' '.join(words)}` is not an operation muster can schedule (cluster ..., job ...)")
     cmd = captured[0]
+    if getattr(cmd, "dry_run", False):
+        # The schedule kept the operation without its dry_run: `-- cluster delete web --dry-run`
+        # made a schedule that deleted the cluster at its first tick (session 32).
+        raise CliError(f"`{' '.join(words)}` is a dry run: it previews and changes nothing, and a schedule sends its "
+                       "operation for real at every tick; leave --dry-run out to schedule the operation, or run the "
+                       "dry run now, unscheduled")
     body = cmd.model_dump(mode="json", exclude={"request_id", "requested_by", "dry_run"})
     return VERB_OF[cmd.type], body
 
@@ -75,8 +89,9 @@ def schedule_create(name: str, cron: str | None, every: str | None, timezone: st
         raise CliError("--cron and --every both given: a schedule has one of them, either a cron or an interval")
     if cron is None and every is None:
         raise CliError("when does it run? give --cron '0 3 * * *' (a cron expression) or --every 10m (an interval)")
+    every_s = bounded(every, "--every", MAX_EVERY_S, least=1) if every else None  # (before the operation is resolved)
     verb, body = _captured(operation, bus)
-    entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
+    entity = {"name": name, "cron": cron, "every_s": every_s, "timezone": timezone,
               "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
     report(run(ask(bus, "put", "schedule", as_json, "schedule create", entities=[entity])), as_json, "schedule create")
 

@@ -52,7 +52,10 @@ class Answer(NamedTuple):
 Send = Callable[[str, str, str, dict[str, Any]], Awaitable[Answer]]
 """(tenant, principal, verb, body) -> (job id, rejection reason, whether to try again later)."""
 RESEND_S = (1.0, 2.0, 5.0, 10.0, 30.0)
-"""Waits before a tick's request is sent again when no planner could decide on it."""
+"""Waits before a tick's request is sent again when no planner could decide on it (or its
+answer could not be recorded)."""
+RETAKE_S = 5.0
+"""Wait before a tick whose `ScheduleFired` the log did not take is tried again."""
 
 
 class Scheduler:
@@ -134,6 +137,14 @@ class Scheduler:
         except ConcurrencyError:
             log.info("tick taken elsewhere or schedule changed", tenant=tenant, schedule=name, tick=decision.tick.isoformat())
             return  # the mirror brings what changed, and re-arms
+        except Exception as err:  # noqa: BLE001 - the log away (a partition, an election): take the tick again soon
+            # Its timer was spent: without a new one the schedule never fired again (session 32).
+            # Taken again, it is fenced as before: if this append landed after all, the mirror
+            # brings it and the retry is refused as taken.
+            log.warning("tick not taken: the log did not answer; trying again", tenant=tenant, schedule=name,
+                        tick=decision.tick.isoformat(), error=f"{type(err).__name__}: {err}"[:200], again_in_s=RETAKE_S)
+            self.timers[key] = self.clock.call_at(self.clock.now() + timedelta(seconds=RETAKE_S), lambda: self._tick(*key))
+            return
         log.info("schedule fired", tenant=tenant, schedule=name, tick=decision.tick.isoformat(), late_s=fired.late_s,
                  skipped=fired.skipped)
         self._send_later(tenant, name, {"tick": decision.tick.isoformat(), "request_id": rid}, 0)
@@ -156,16 +167,26 @@ class Scheduler:
             return  # deleted since, or answered already (a replay of the log)
         schedule = Schedule.model_validate(entry.entity)
         body = {**schedule.command, "request_id": pending["request_id"], "requested_by": schedule.owner}
-        job_id, rejected, again, done = await self.send(tenant, schedule.owner, schedule.verb, body)
+        try:
+            job_id, rejected, again, done = await self.send(tenant, schedule.owner, schedule.verb, body)
+        except Exception as err:  # noqa: BLE001 - the bus away: sent again, as when no planner answers
+            job_id, rejected, again, done = None, f"the request could not be sent ({type(err).__name__}: {err})"[:300], True, ""
         if again and tries < len(RESEND_S) * 2:
             self._send_later(tenant, name, pending, tries + 1)
             return
-        self.sending.discard(key)
         tick = datetime.fromisoformat(str(pending["tick"]))
-        ended = await self._ended(tenant, schedule) if job_id is None and not done else ""
-        ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000], done=done, ended=ended[:500])
         subject = subjects.governance_events(tenant, "schedule", name)
-        await self.log.append(subject, [Append(ran, msg_id=f"{subject}:ran:{pending['request_id']}")])
+        try:
+            ended = await self._ended(tenant, schedule) if job_id is None and not done else ""
+            ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000], done=done, ended=ended[:500])
+            await self.log.append(subject, [Append(ran, msg_id=f"{subject}:ran:{pending['request_id']}")])
+        except Exception as err:  # noqa: BLE001 - the log away: the tick stays in flight and is answered again later
+            # (before session 32 it stayed in flight for good: no later tick until a restart)
+            log.warning("tick's answer not recorded; sending it again later", tenant=tenant, schedule=name,
+                        error=f"{type(err).__name__}: {err}"[:200])
+            self._send_later(tenant, name, pending, tries + 1)  # the same request_id: the same job
+            return
+        self.sending.discard(key)
         log.info("schedule ran", tenant=tenant, schedule=name, job=job_id, rejected=rejected[:200], ended=ended)
 
     async def _ended(self, tenant: str, schedule: Schedule) -> str:

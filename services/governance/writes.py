@@ -299,7 +299,10 @@ class GovernanceWrites:
             parsed = COMMAND_ADAPTER.validate_python({**body["command"], "requested_by": body["owner"]})
         except ValidationError as err:
             return f"schedule {body.get('name')!r}: its command is not an operation: {describe_validation_error(err)}"
-        if VERB_OF[parsed.type] != body.get("verb") or getattr(parsed, "dry_run", False):
+        if getattr(parsed, "dry_run", False):  # (it said `... is a DeleteCluster (verb 'delete'), not a run of 'delete'`)
+            return (f"schedule {body.get('name')!r}: its command is a dry run (`dry_run`: true), which previews and changes "
+                    "nothing; a schedule sends its operation for real at every tick")
+        if VERB_OF[parsed.type] != body.get("verb"):
             return f"schedule {body.get('name')!r}: its command is a {parsed.type} (verb {VERB_OF[parsed.type]!r}), not a run of {body.get('verb')!r}"
         return body
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -44,6 +44,10 @@ AuthorRefusal = Callable[[str, str], str | None]
 """(tenant, subscription) -> why its author (who last wrote it) may no longer have it sent, or
 None: a subscription sends the tenant's events as long as its author may read them, as a
 schedule runs only while its owner may (docs/governance.md)."""
+
+
+UNRECORDED_AGAIN_S = 5.0
+"""Wait before an attempt whose outcome the log did not take is made again."""
 
 
 def _no_refusal(tenant: str, name: str) -> str | None:
@@ -199,8 +203,19 @@ class Notifier:
             again = None if ok or refused or owed.queued.kind == "test" else next_attempt(attempt, self.clock.now())
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=ok, status=status, error=error[:500],
                                             final=ok or again is None, next_at=again)
-        await self.log.append(subjects.notification_events(tenant, name),
-                              [Append(outcome, msg_id=f"notify:{tenant}:{nid}:{attempt}")])
+        try:
+            await self.log.append(subjects.notification_events(tenant, name),
+                                  [Append(outcome, msg_id=f"notify:{tenant}:{nid}:{attempt}")])
+        except Exception as err:  # the log away (a partition, an election)
+            if owed.queued.kind == "test":
+                raise  # `notify test`'s answer says it
+            # Tried again, as if it had failed: before session 32 its timer was spent and nothing
+            # armed another, so it was never delivered (nor given up) until a restart. Delivery is at
+            # least once: a receiver takes each `Muster-Delivery` id once.
+            log.warning("notification attempt not recorded; trying again", tenant=tenant, subscription=name, id=nid,
+                        error=f"{type(err).__name__}: {err}"[:200], again_in_s=UNRECORDED_AGAIN_S)
+            self._arm(key, self.clock.now() + timedelta(seconds=UNRECORDED_AGAIN_S))
+            return outcome.model_copy(update={"ok": False})  # (a catch-up stops there)
         owed.attempts = attempt
         if outcome.final:
             self.owed.pop(key, None)

@@ -127,6 +127,11 @@ class Execution:
             await self.publish_many(job, cluster, catalog, [(a, None) for a in again], again=True)
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
+            if self.limits is not None:
+                # Nothing of an ended job is in flight any more. A job that ends without one
+                # more dispatch (a create whose next layout the solver did not have, after
+                # its rollback) still counted its last task against its limits, for good.
+                self.limits.forget(str(job.id))
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
             self.traces.ended(job, self.timers.clock.now())

@@ -88,6 +88,9 @@ class JobStatus(_Out):
         "before_per_hour, by_hardware, unknown; absent when the job's planner did not answer); approved_cost: the cost at "
         "the prices of its approval, which judged it again (decision 42)"))
     policy_warnings: list[dict[str, Any]] = Field(default_factory=list, description="what the tenant's policies warned of: policy, version, message")
+    trace_id: str | None = Field(default=None, description=(
+        "the job's trace (32 hex digits) in the tracing UI, when tracing was on at its request (docs/tracing.md); null "
+        "otherwise"))
 
 
 class TaskLocation(_Out):

@@ -165,7 +165,7 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
             merged = {r.seq: r for pattern in ("gov.>", "denied.*") for r in await tracker.history(subject=pattern)}
             events = [merged[seq] for seq in sorted(merged)]
         else:
-            events = await tracker.history(**({"job": job_id_of(job_id)} if job_id else {"cluster": cluster_ref}))
+            events = await tracker.history(**({"job": job_id_of(job_id, "muster history")} if job_id else {"cluster": cluster_ref}))
     if not events and governance:  # a tenant that made none yet: an answer, not an error
         click.echo("no governance decisions" + (f" in tenant {bus.asked}" if bus.asked else "") + " yet")
         return

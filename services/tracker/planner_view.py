@@ -5,7 +5,10 @@ are: provisioner_view.py). Super admins and services see the name: they run the 
 The name is in a job's status and location (`owner`), in the jobs' lists (the tenant's, a cluster's), and in the events
 that say who owns a job (`JobRequested.planner`, `JobAdopted.planner` and `previous`), which
 `/v1/events`, `/v1/jobs/{id}/events`, the progress stream and the console's pages read; and in
-the planners' queues the console's provisioners page shows (ui/reads.py)."""
+the planners' queues the console's provisioners page shows (ui/reads.py). So are the solver's
+(`LayoutSolved.solver`, `LayoutUnsolvable.solver`: `solver-<host>-<pid>`, which `muster history`
+and `watch` showed a tenant's people beside each layout until session 32) and the governance
+service's (`ScheduleFired.scheduler`): "a solver", "a scheduler"."""
 
 from __future__ import annotations
 
@@ -16,8 +19,12 @@ from contracts.records import Recorded
 from services.auth.domain.state import Principal
 
 PLANNER = "a planner"
-FIELDS = {"JobRequested": ("planner",), "JobAdopted": ("planner", "previous")}
-"""The events that name a planner, and where."""
+SOLVER = "a solver"
+SCHEDULER = "a scheduler"
+FIELDS = {"JobRequested": ("planner",), "JobAdopted": ("planner", "previous"), "LayoutSolved": ("solver",),
+          "LayoutUnsolvable": ("solver",), "ScheduleFired": ("scheduler",)}
+"""The events that name a service's instance, and where."""
+_WORDS = {"planner": PLANNER, "previous": PLANNER, "solver": SOLVER, "scheduler": SCHEDULER}
 
 
 def sees_deployment(principal: Principal) -> bool:
@@ -25,8 +32,8 @@ def sees_deployment(principal: Principal) -> bool:
     return principal.is_super_admin or principal.role == "service"
 
 
-def _neutral(value: Any) -> Any:
-    return PLANNER if value else value
+def _neutral(value: Any, field: str = "planner") -> Any:
+    return _WORDS[field] if value else value
 
 
 def status_for(status: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +46,7 @@ def event_for(data: dict[str, Any]) -> dict[str, Any]:
     names = FIELDS.get(str(data.get("type")))
     if not names:
         return data
-    return {**data, "event": {**data["event"], **{n: _neutral(data["event"].get(n)) for n in names}}}
+    return {**data, "event": {**data["event"], **{n: _neutral(data["event"].get(n), n) for n in names}}}
 
 
 def recorded_for(r: Recorded) -> Recorded:
@@ -47,4 +54,4 @@ def recorded_for(r: Recorded) -> Recorded:
     names = FIELDS.get(r.type)
     if not names:
         return r
-    return replace(r, event=r.event.model_copy(update={n: _neutral(getattr(r.event, n, "")) for n in names}))
+    return replace(r, event=r.event.model_copy(update={n: _neutral(getattr(r.event, n, ""), n) for n in names}))

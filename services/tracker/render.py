@@ -33,6 +33,8 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
         console.print(f"  error: {escape(body['error'])}")  # a script's words, brackets and all
     if body.get("resources"):
         console.print("  " + resources_line(body["resources"], ended=body.get("state") in FINAL_JOB_STATES))
+    if body.get("trace_id"):  # what a tracing UI looks up (docs/tracing.md, "Seeing a job's trace")
+        console.print(f"  trace {body['trace_id']}")
     for warning in body.get("warnings") or ():
         console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     for warned in body.get("policy_warnings") or ():

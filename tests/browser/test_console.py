@@ -23,7 +23,7 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     first = state.inner_text()
     assert first != "succeeded", "the job ended before its page opened: nothing was watched live"
     page.evaluate("window.sameDocument = true")
-    page.wait_for_function("window.musterGraphReady > 0")
+    page.wait_for_selector("html[data-graph-ready]", state="attached")
     expect(state).to_have_text("succeeded", timeout=LONG)
     # It changed without a reload: the same document got the stream's events.
     assert page.evaluate("window.sameDocument === true")

@@ -46,7 +46,7 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
     approval = page.get_by_test_id("approval")
     expect(approval).to_contain_text("gated")
-    page.wait_for_function("window.musterGraphReady > 0")  # the plan that runs once approved
+    page.wait_for_selector("html[data-graph-ready]", state="attached")  # the plan that runs once approved
     assert page.locator("#tasks tbody tr").count() > 5
     check_then_approve(page, "looks right")
     expect(page.get_by_test_id("approval-decision")).to_contain_text("approved by")

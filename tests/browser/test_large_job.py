@@ -102,7 +102,7 @@ def test_a_large_job_page_is_bounded_aggregated_and_coalesces_its_updates(muster
     with ThreadPoolExecutor(1) as thread:  # Playwright's sync API runs a loop in this one
         thread.submit(asyncio.run, writer.plan()).result(60)
         page.goto(f"/ui/jobs/{writer.job_id}")
-        page.wait_for_function("window.musterGraphReady > 0")
+        page.wait_for_selector("html[data-graph-ready]", state="attached")
         groups = page.get_by_test_id("graph-group")
         expect(groups).to_have_count(len(STEPS))
         expect(groups.nth(0).get_by_test_id("group-counts")).to_have_text(f"planned {NODES}")

@@ -145,9 +145,22 @@ def not_deleted(f: Facts) -> None:
 
 
 def active(f: Facts) -> None:
-    status = _cluster(f).status
+    cluster = _cluster(f)
+    status = cluster.status
     if status not in ("active", "incomplete"):
-        raise Refused(f"cluster {f.command.cluster_id!r} is {status}; {f.operation} needs an active cluster", code="conflict")
+        raise Refused(f"cluster {f.command.cluster_id!r} is {status}; {f.operation} needs an active cluster{_way_out(cluster)}",
+                      code="conflict")
+
+
+def _way_out(cluster: Cluster) -> str:
+    """What to do with a cluster no operation but a delete takes: it said only its status."""
+    why = f" ({cluster.status_reason})" if cluster.status_reason else ""
+    if cluster.status == "needs_attention" and cluster.job_id:
+        return (f": job {cluster.job_id} left it so{why}; `muster job retry {cluster.job_id}` runs the rest of its "
+                "rollback, `muster cluster delete` removes the cluster")
+    if cluster.status == "failed":
+        return f": its create did not finish{why}; `muster cluster delete` removes it"
+    return ""
 
 
 # -- create --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from contracts.approvals import JobApprovalExpired, JobApprovalRequested, JobApp
 from contracts.catalog import Action, Service
 from contracts.events import (
     FINAL_JOB_STATES,
+    STRANDED_PREFIX,
     CleanupQueued,
     JobAdopted,
     JobCancelRequested,
@@ -50,7 +51,7 @@ from contracts.events import (
 )
 from contracts.layout import Layout, NodeSpec
 from muster.readmodel import desired
-from muster.readmodel.jobs import shown_state
+from muster.readmodel.jobs import shown_state, trace_id
 
 from .model import Plan, PlannedTask
 from .recording import record
@@ -80,11 +81,11 @@ class _Dispatch:
     failed: dict[str, None]
 
 
-STRANDED = "its segment stopped before it: the step before it did not succeed"
+STRANDED = f"{STRANDED_PREFIX} the step before it did not succeed"
 """The error of a segment's follower ended `cancelled` because the step before it failed
 (`domain/segments.py`): it never ran, and its attempt is given back (`retry_base`)."""
 
-STRANDED_BY_TIMEOUT = ("its segment stopped before it: the step before it timed out (its provisioner may still run "
+STRANDED_BY_TIMEOUT = (f"{STRANDED_PREFIX} the step before it timed out (its provisioner may still run "
                        "it late, after that step: a late run changes nothing)")
 """The same when the step before it timed out: that step may still be running, and its provisioner
 go on with this one, a stale attempt as a late lone one is (docs/decisions/0058, "What is not
@@ -604,7 +605,22 @@ class Job(Aggregate):
         self.cancel_requested = False
         self.cleanups, self.maybe_made = {}, set()  # (the rollback that ended the last round deleted those)
         self.retry_base = dict(self.attempts)
-        self.task_state, self.moved, self.permanent = {}, set(), set()
+        # A node of the cluster that the last round deleted stays deleted (no rollback undoes a
+        # delete, and the cluster left it out): what ran there stays done. Started over, its
+        # delete had no node to name, and the retry waited for it for good.
+        gone = self.deleted_nodes()
+        kept = {t: "succeeded" for t, s in self.task_state.items()
+                if s == "succeeded" and t in self.tasks and not t.startswith(UNDO) and self.tasks[t].node in gone}
+        self.task_state, self.moved, self.permanent = kept, set(kept), set()
+
+    def deleted_nodes(self) -> set[str]:
+        """The nodes of the cluster before the job whose forward `delete` succeeded (a delete's,
+        a shrink's): their machines are gone, and no rollback brings them back."""
+        plan, before = self.plan, {n.id for n in self.previous_nodes}
+        if plan is None:
+            return set()
+        return {t.node for t in plan.tasks
+                if t.action is Action.DELETE and t.node in before and self.task_state.get(t.id) == "succeeded"}
 
     def retry(self, by: str, request_id: str | None = None, catalog_seq: int | None = None) -> bool:
         """A failed or rolled-back job starts its plan over; one that needs attention after its
@@ -870,6 +886,7 @@ class Job(Aggregate):
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
             "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
+            "trace_id": trace_id(getattr(self, "trace", None)),
         }
 
     # -- the end --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from muster.durations import spoken
 from muster.times import NO_LEASE_END, shown_time
 
 from .admission import Refused
@@ -84,8 +85,9 @@ def initial(terms: Terms, requested_s: float | None, now: datetime) -> Lease:
         if requested_s < 0:
             raise Refused(f"lease_s {requested_s:g} is negative", code="invalid", field="lease_s")
         if terms.initial_s and (requested_s == 0 or requested_s > terms.initial_s):
-            raise Refused(f"the template's lease is at most {terms.initial_s:g}s; {requested_s:g}s"
-                          f" requested{', which expires ' + NO_LEASE_END if requested_s == 0 else ''}", code="invalid", field="lease_s")
+            raise Refused(f"the template's initial lease is {spoken(terms.initial_s)}, which a create may shorten, not lengthen; "
+                          f"{spoken(requested_s) if requested_s else '0'} requested"
+                          f"{', which expires ' + NO_LEASE_END if requested_s == 0 else ''}", code="invalid", field="lease_s")
         seconds = requested_s
     max_at = now + timedelta(seconds=terms.max_s) if terms.max_s else None
     expires = now + timedelta(seconds=seconds) if seconds else None
@@ -109,7 +111,7 @@ def extended(current: Lease, now: datetime, *, by_s: float | None = None, until:
         raise Refused(f"the lease already runs until {shown_time(current.expires_at)}; {shown_time(until)} is not later",
                       code="invalid", field="until")
     if current.step_s and until > base + timedelta(seconds=current.step_s):
-        raise Refused(f"an extension may add at most {current.step_s:g}s (the template's step) to "
+        raise Refused(f"an extension may add at most {spoken(current.step_s)} (the template's step) to "
                       f"{shown_time(base)}; {shown_time(until)} asked", code="invalid", field="by_s" if by_s is not None else "until")
     if current.max_at is not None and until > current.max_at:
         raise Refused(f"the lease may not run past {shown_time(current.max_at)} (the template's max); "

@@ -226,10 +226,12 @@ def _rolled_back(job: Job, cluster: Cluster) -> None:
     why = ("; no other layout was tried: the job's plan was approved, and another layout would be a plan nobody approved "
            "(ask again)") if job.could_relayout else ""
     job.finish_rollback(why)
-    cluster.change_layout(str(job.id), job.previous_nodes)
+    gone = job.deleted_nodes()
+    cluster.change_layout(str(job.id), [n for n in job.previous_nodes if n.id not in gone])
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
-    status = "failed" if job.operation == "create" else "active"
-    cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}")
+    status = "failed" if job.operation == "create" else "incomplete" if gone else "active"
+    said = f"; {', '.join(sorted(gone))} deleted all the same (a delete cannot be undone)" if gone else ""
+    cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}{said}")
 
 
 def _relayout(job: Job, cluster: Cluster) -> Effects:

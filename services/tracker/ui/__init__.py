@@ -106,9 +106,24 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)
     governance.add_routes(app)
+    app.on_response_prepare.append(_page_headers)
     static = r.add_static("/ui/static", STATIC, name="ui-static")
     env.globals["static"] = lambda path: static_url(static, path)
     r.add_get("/ui/{tail:.*}", pages.unknown)
+
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+       "worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+"""The console's pages run scripts of the tracker only (none inline: data goes in JSON blocks and
+data- attributes), so text that got into a page unescaped could not run; no page may be framed
+by another site (its buttons under someone else's)."""
+
+
+async def _page_headers(request: web.Request, response: web.StreamResponse) -> None:
+    if response.content_type == "text/html" and (request.path == "/" or request.path.startswith("/ui")):
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
 
 
 def static_url(static: web.AbstractResource, path: str) -> str:

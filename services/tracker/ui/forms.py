@@ -246,6 +246,11 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
     info = ClusterInfo.from_history(await tracker_of(request).store.read(subjects.cluster_events(viewer.tenant, cluster_id)))
     if info is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
+    if chosen is not None and not viewer.may_cluster(chosen.permission, cluster_id):  # type: ignore[arg-type]
+        # Before the form's own checks: a change the viewer may not make is refused for that, as
+        # the planner refuses it (it was told of a mistyped rolling batch of a restart it may not run).
+        return render(request, "error.html", viewer, 403, title="Not allowed",
+                      message=f"{op} refused: {viewer.why_not_cluster(chosen.permission, cluster_id)}")  # type: ignore[arg-type]
     editing = (form.get("step") or [""])[0] == "edit"  # back from a preview: the form again, as it was typed
     body, errors = formdata.operation_body(op, form, info.name) if not editing else (None, {})
     written: Written | None = None

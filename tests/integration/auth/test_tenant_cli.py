@@ -195,6 +195,8 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
     assert granted.code == 0 and f"granted: execute on acme:cluster:{web['id']} to carol" in granted.out, granted
     unknown = await day.muster("root", "grant", "carol", "execute", "--tenant", "acme", "--scope", "cluster:nope")
     assert unknown.code == 2 and "no cluster named 'nope' in tenant acme" in unknown.err, unknown
+    own = await day.muster("carol", "grant", "alice", "read", "--scope", "cluster:nope")  # (it read "in tenant of your token")
+    assert own.code == 2 and "no cluster named 'nope' in the tenant of your token" in own.err, own
 
 
 async def test_a_tenants_log_names_no_other_tenant_its_provisioners_serve(day: Day) -> None:

@@ -92,6 +92,24 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
     command = nightly["entity"]["command"]
     assert (nightly["entity"]["verb"], command["type"], command["name"], command["nodes"]) == ("create", "CreateCluster", "web", 3)
     assert "request_id" not in command and nightly["entity"]["text"] == "cluster create web -t hadoop-small -n 3"
+    # A dry run typed after `--` is refused, nothing written: the schedule kept its operation
+    # without the dry run, and `-- cluster delete web --dry-run` deleted the cluster at its first tick (session 32).
+    previewed = await muster(url, "schedule", "create", "preview", "--every", "10m", "--", "cluster", "create", "api",
+                             "-t", "hadoop-small", "-n", "3", "--dry-run")
+    assert previewed.exit_code == 2 and "is a dry run: it previews and changes nothing" in previewed.stderr, previewed.output
+    assert [s["name"] for s in listed(await muster(url, "schedule", "list", "--json"))] == ["nightly"]
+    # A command that is not an operation is refused before it runs: run to be captured, it did
+    # what it does (`-- rule add gone ...` wrote the rule, `-- schedule create y ...` schedule y).
+    for words in (["rule", "add", "gone", "-o", "delete"], ["schedule", "create", "inner", "--every", "1h", "--",
+                                                           "cluster", "create", "api", "-t", "hadoop-small", "-n", "3"]):
+        stray = await muster(url, "schedule", "create", "stray", "--every", "10m", "--", *words)
+        assert stray.exit_code == 2 and "is not an operation muster can schedule" in stray.stderr, stray.output
+        assert "nothing was run" in stray.stderr and "version 1 (add)" not in stray.stdout, stray.output
+    assert "gone" not in [r["name"] for r in listed(await muster(url, "rule", "list", "--json"))]
+    assert [s["name"] for s in listed(await muster(url, "schedule", "list", "--json"))] == ["nightly"]
+    waits = await muster(url, "schedule", "create", "waits", "--every", "10m", "--", "cluster", "create", "api", "-t",
+                         "hadoop-small", "-n", "3", "--wait")
+    assert waits.exit_code == 2 and "leave --wait out" in waits.stderr, waits.output
     # Without a terminal (a pipe): plain columns, every value in full (the boxed table cut them).
     plain = (await muster(url, "schedule", "list")).stdout.splitlines()
     row = next(line for line in plain if line.startswith("nightly "))

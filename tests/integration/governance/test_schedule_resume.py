@@ -13,40 +13,26 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 
-import pytest_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from contracts import subjects
 from contracts.commands import Accepted
 from contracts.governance import GovernancePut
-from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.streams import ensure_streams
 from services.governance.entrypoint import start_governance
 from tests import cli_in_process
 
-from .test_scheduler_failover import answered
+from .test_scheduler_failover import answered, nc  # noqa: F401 (nc: its fixture, a client of fresh_nats)
 
 TENANT = "default"  # the tenant of a command on a bus without tokens
 
 
-@pytest_asyncio.fixture
-async def bus(fresh_nats: str) -> AsyncIterator[Client]:
-    client = await connect(fresh_nats, name="schedule-resume-test")
-    await ensure_streams(client.jetstream())
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-async def test_a_resumed_schedule_runs_no_tick_of_its_pause(bus: Client, fresh_nats: str) -> None:
-    store = EventStore(bus)
+async def test_a_resumed_schedule_runs_no_tick_of_its_pause(nc: Client, fresh_nats: str) -> None:  # noqa: F811 (the fixture)
+    store = EventStore(nc)
     sent: list[str] = []
 
     async def planner(msg: Msg) -> None:
@@ -54,7 +40,7 @@ async def test_a_resumed_schedule_runs_no_tick_of_its_pause(bus: Client, fresh_n
         sent.append(rid)
         await msg.respond(Accepted(job_id=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)), cluster_id="c1").model_dump_json().encode())
 
-    await bus.subscribe(subjects.operation(TENANT, "uma", "check"), cb=planner)
+    await nc.subscribe(subjects.operation(TENANT, "uma", "check"), cb=planner)
     paused = {"name": "every", "every_s": 5, "verb": "check", "owner": "uma", "missed": "once", "paused": True,
               "command": {"type": "CheckCluster", "cluster_id": "c1"}}
     await store.append(subjects.governance_events(TENANT, "schedule", "every"), [Append(
@@ -62,7 +48,7 @@ async def test_a_resumed_schedule_runs_no_tick_of_its_pause(bus: Client, fresh_n
         time=datetime.now(UTC) - timedelta(minutes=1))])  # made a minute ago, paused since
 
     async with AsyncExitStack() as stack:
-        await start_governance(bus, stack, "g1")
+        await start_governance(nc, stack, "g1")
         resumed_at = datetime.now(UTC)
         result = await cli_in_process.ran(("schedule", "resume", "every"), {**os.environ, "NATS_URL": fresh_nats}, 60)
         assert result.exit_code == 0 and "schedule every: version 2 (change)" in result.output, result.output

@@ -57,6 +57,7 @@ def test_a_config_nats_server_refuses_fails_permanently(tmp_path: Path) -> None:
     bad = play(tmp_path, "nats.yml", "configure", nats({"max_payload": "lots"}))
     assert not bad.ok and bad.permanent, bad.error
     assert "nats.conf.new:4:1: interface conversion" in bad.error, bad.error  # nats-server's own words
+    assert '(line 4: max_payload: "lots")' in bad.error, bad.error  # and the setting they are about
     assert bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf  # the good one stays
 

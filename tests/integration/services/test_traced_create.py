@@ -94,6 +94,14 @@ async def test_a_create_over_http_is_one_trace_across_the_services(exported: Wai
         "muster.tracker", "muster.client", "muster.planner", "muster.solver", "muster.provisioner"}
     for span in spans:  # no token of the request anywhere
         assert not any("Bearer" in str(v) or "token" in k.lower() for k, v in span.attributes.items())
+    # How a user finds the trace (session 32): the job's own answer names it, and `muster status`
+    # says it; before, it was in the job's first event only (curl, jq, cut).
+    got = await stack.http.get(f"/v1/jobs/{body['job_id']}")
+    assert (await got.json())["trace_id"] == "5bf92f3577b34da6a3ce929d0e0e4736"
+    status = await cli_in_process.ran(["status", body["job_id"], "--nats-url", stack.url], dict(os.environ), 60)
+    assert status.exit_code == 0 and "  trace 5bf92f3577b34da6a3ce929d0e0e4736\n" in status.output, status.output
+    as_json = await cli_in_process.ran(["status", body["job_id"], "--json", "--nats-url", stack.url], dict(os.environ), 60)
+    assert json.loads(as_json.stdout.splitlines()[0])["trace_id"] == "5bf92f3577b34da6a3ce929d0e0e4736", as_json.output
 
 
 async def test_a_command_continues_the_callers_traceparent(exported: Waiting, stack: Any) -> None:

@@ -113,6 +113,23 @@ async def test_unknown_and_malformed_ids_are_404_pages(tracked: Tracked) -> None
     assert resp.status in (302, 303) and resp.headers["Location"] == "/ui/", resp.headers
 
 
+async def test_pages_allow_the_trackers_own_scripts_only_and_no_framing(tracked: Tracked) -> None:
+    """Every page, a 404 page too, says so in its Content-Security-Policy, and none has an inline
+    script or event handler that the policy would stop (the job page started its layout worker
+    inline, the job list filtered on an `onchange`); the browser tests fail on the violation the
+    browser would report (conftest.py)."""
+    job_id, _ = await _finished(tracked)
+    for path in ("/ui/clusters", "/ui/jobs", f"/ui/jobs/{job_id}", "/ui/catalog", f"/ui/jobs/{uuid.uuid4()}"):
+        resp = await tracked.http.get(path)
+        policy = resp.headers.get("Content-Security-Policy", "")
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy, (path, policy)
+        page = await resp.text()
+        inline = re.findall(r'<script(?![^>]*\b(?:src=|type="application/json"))[^>]*>|\son[a-z]+="', page)
+        assert not inline, (path, inline)
+    resp = await tracked.http.get(f"/ui/jobs/{job_id}/graph")  # JSON: not a page
+    assert "Content-Security-Policy" not in resp.headers
+
+
 async def test_the_stream_says_each_tasks_state_and_resumes_after_a_sequence(tracked: Tracked) -> None:
     job_id, _ = await _finished(tracked)
     body = await (await tracked.http.get(f"/ui/jobs/{job_id}/stream")).text()

@@ -12,7 +12,7 @@ import pytest
 
 from contracts import subjects
 from muster.bus.connect import principal_of
-from services.tracker.planner_view import PLANNER
+from services.tracker.planner_view import PLANNER, SOLVER
 
 from .test_cli import _finished_job
 from .test_undecodable import _sse
@@ -22,6 +22,8 @@ pytestmark = pytest.mark.nats
 Tracked = Any
 NAME = "planner-test"
 """The fixture's planner (its instance name)."""
+SOLVER_NAME = "solver-test"
+"""The fixture's solver."""
 
 
 async def _reader_token(tracked: Tracked) -> str:
@@ -46,6 +48,7 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
     person = {"Authorization": f"Bearer {token}"}
     job = f"/v1/jobs/{reply.job_id}"
 
+    solvers = {NAME: SOLVER_NAME, PLANNER: SOLVER}  # the solver's instance name, to each (session 32: shown to all)
     for headers, owner in (({}, NAME), (person, PLANNER)):  # the session's system token, then the person's
         status = await (await tracked.http.get(job, headers=headers)).json()
         assert status["owner"] == owner, status
@@ -62,9 +65,12 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         progress = await _sse(await tracked.http.get(job + "/stream", headers=headers))
         requested = next(d for k, d in progress if k == "progress" and d["type"] == "JobRequested")
         assert f"owner {owner}" in requested["text"], requested
+        assert [e["event"]["solver"] for e in page["items"] if e["type"] == "LayoutSolved"] == [solvers[owner]], page
+        assert [d["event"]["solver"] for k, d in sent if k == "event" and d["type"] == "LayoutSolved"] == [solvers[owner]]
+        assert [d["who"] for k, d in progress if k == "progress" and d["type"] == "LayoutSolved"] == [solvers[owner]]
         if owner == PLANNER:
             everything = json.dumps([status, location, listed, of_cluster, page, sent, progress])
-            assert NAME not in everything, everything[:2000]
+            assert NAME not in everything and SOLVER_NAME not in everything, everything[:2000]
 
     # The console's job page, signed in as each.
     for token_, shown in ((os.environ["MUSTER_TOKEN"], NAME), (token, PLANNER)):

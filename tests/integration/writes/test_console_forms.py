@@ -118,6 +118,10 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     assert "(a tenant admin can give it: muster grant reader write --scope 'cluster:*')" in html.unescape(page)  # as the CLI says
     status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
     assert status == 403 and "no write permission" in page
+    # A change it may not make, with a mistake in its form: refused for the permission (it was a 422
+    # telling a reader how to type a rolling batch for a restart it may not run).
+    status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "restart"), ("rolling", "half")])
+    assert status == 403 and "restart refused: reader has no execute permission on cluster" in page, status
     # A writer's preview applied by the reader (its plan id shared): refused, and not offered again
     # to be previewed, which would be refused the same way.
     status, page, _ = await Console(session, served, "writer").post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])

@@ -71,6 +71,7 @@ def test_a_config_nats_server_refuses_fails_permanently_and_keeps_the_good_one(t
     bad = run(tmp_path, Action.CONFIGURE, {"max_payload": "lots"})
     assert bad.returncode == PERMANENT_EXIT, (bad.returncode, bad.stderr)
     assert "nats.conf.new:4:1: interface conversion" in bad.stderr  # nats-server's own words, at the setting's line
+    assert '(line 4: max_payload: "lots")' in bad.stderr, bad.stderr  # which names the setting (it said the line alone)
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf
 
 

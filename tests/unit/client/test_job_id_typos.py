@@ -41,8 +41,10 @@ def test_a_cluster_name_given_for_a_job_says_how_to_find_its_jobs(command: list[
     """Walk of session 23: `muster status web` (the cluster's name) said only that 'web' is no job id."""
     result = CliRunner().invoke(main, [*command, "web", *NOWHERE])
     assert result.exit_code == 2, result.output
-    assert result.stderr == ("Error: job 'web' is not a job id (a UUID: `muster job list` lists them); if 'web' is a cluster: "
-                             "`muster job list --cluster web` lists its jobs\n")
+    # `muster history web`: the cluster's own story, where it is told (it was sent to `job list`)
+    told = ("`muster history --cluster web` tells its story" if command == ["history"] else
+            "`muster job list --cluster web` lists its jobs")
+    assert result.stderr == f"Error: job 'web' is not a job id (a UUID: `muster job list` lists them); if 'web' is a cluster: {told}\n"
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c != ["history"]], ids=" ".join)

@@ -26,3 +26,15 @@ async def test_the_tenant_is_said_as_the_command_had_it() -> None:
 async def test_another_subject_gets_its_tenant_back_too() -> None:
     refusals = await refused('nats: permissions violation for subscription to "muster.evt.acme.cluster.x"')
     assert refusals.describe("bob", "Acme") == "refused: the bus does not let bob subscribe to muster.evt.Acme.cluster.x"
+
+
+async def test_a_jetstream_subject_is_said_as_the_server_has_it() -> None:
+    """`muster planners` run with a tenant's token was refused "to publish to
+    $js.api.stream.info.kv_leases": a subject no one would find, in no document."""
+    refusals = await refused('nats: permissions violation for publish to "$js.api.stream.info.kv_leases"')
+    assert refusals.describe("bob", "acme") == "refused: the bus does not let bob publish to $JS.API.STREAM.INFO.KV_leases"
+    refusals = await refused('nats: permissions violation for publish to "$js.api.consumer.create.events.get-1.muster.evt.acme.>"')
+    assert refusals.describe("bob", "acme") == ("refused: the bus does not let bob publish to "  # (after the stream, as it is)
+                                                "$JS.API.CONSUMER.CREATE.EVENTS.get-1.muster.evt.acme.>")
+    refusals = await refused('nats: permissions violation for publish to "$kv.leases.shard-1"')
+    assert refusals.describe("bob", "acme") == "refused: the bus does not let bob publish to $KV.leases.shard-1"

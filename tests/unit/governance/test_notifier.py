@@ -264,3 +264,20 @@ async def test_a_test_notification_is_one_attempt_whatever_its_outcome() -> None
     assert not outcome.ok and outcome.final and outcome.next_at is None
     await clock.advance(3600)
     assert [nid for _, nid, _ in deliver.sent] == ["hook-test-1"] and notifier.owed == {}
+
+
+async def test_an_attempt_the_log_did_not_take_is_made_again_and_recorded() -> None:
+    """Session 32: the log away when an attempt's outcome was recorded (a partition, an
+    election): its timer was spent and nothing armed another, so the notification was neither
+    delivered again nor given up on until a restart."""
+    deliver = Deliver(failures=1)
+    log, clock, notifier = await world([sub()], deliver)
+    await cluster(log)
+    await job(log, notifier, JobSucceeded(job_id="j1"))
+    log.inject(lambda subject, items: any(getattr(i.event, "type", "") == "NotificationAttempted" for i in items), TimeoutError("nats: timeout"))
+    await clock.advance(0)  # attempt 1 failed at the receiver, and the log did not take it
+    await clock.advance(5)  # made again: the attempt the log has (the one it did not take is as if never made)
+    attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
+    assert [(a.attempt, a.ok, a.final) for a in attempts] == [(1, True, True)]
+    assert len(deliver.sent) == 2 and len({nid for _, nid, _ in deliver.sent}) == 1  # at least once, one delivery id
+    assert notifier.owed == {} and notifier.timers == {}

@@ -25,6 +25,7 @@ def test_the_operations_refusal_keeps_its_exit_code(code: int, monkeypatch: pyte
     def refusing(**_: Any) -> None:
         raise CliError("refused: uma has no read permission on cluster c2", code)
 
+    refusing.callback.muster_operation = True  # type: ignore[union-attr]  # an operation, as `cluster_op` marks one
     monkeypatch.setattr(muster.cli, "main", refusing)
     bus = SimpleNamespace(asked=None, data_dir=tmp_path, explicit_url=None)
     with pytest.raises(CliError) as refused:

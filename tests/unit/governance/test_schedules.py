@@ -406,3 +406,51 @@ def test_a_schedule_given_another_time_counts_its_ticks_from_then() -> None:
     missed = fold([*history, at(3, day + timedelta(hours=11), GovernancePut(
         kind="schedule", name="n", version=3, by="uma", entity={**entity, "cron": "0 9 * * *", "missed": "skip"}))])
     assert missed[("schedule", "n")].counts_from == day + timedelta(hours=10)
+
+
+def _on(kind: str) -> Any:
+    return lambda subject, items: any(getattr(i.event, "type", "") == kind for i in items)
+
+
+async def test_a_tick_the_log_did_not_take_is_taken_again_and_the_schedule_goes_on() -> None:
+    """Session 32: the log away when a tick was taken (a partition, a leader election): its timer
+    was spent and nothing armed another, so the schedule never fired again until a restart."""
+    log, clock, sender = MemoryEventLog(), ManualClock(T0), Sender()
+    await put(log, cron=None, every_s=10)
+    log.inject(_on("ScheduleFired"), TimeoutError("nats: timeout"))
+    s = await scheduler_on(log, clock, sender)
+    await clock.advance(10)  # @10: not taken
+    assert sender.sent == []
+    await clock.advance(5)  # taken again 5 s later (on time still: the grace is the interval)
+    await follow(log, s)
+    await clock.advance(5)
+    await follow(log, s)  # and @20 on time
+    fired = [r.event for r in await log.read(subjects.governance_filter("a", "schedule")) if r.type == "ScheduleFired"]
+    assert [(f.tick - T0).total_seconds() for f in fired] == [10, 20] and len(sender.sent) == 2
+
+
+async def test_a_ticks_answer_the_log_did_not_take_is_recorded_later_and_the_next_tick_follows() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=60)
+    log.inject(_on("ScheduleAnswered"), TimeoutError("nats: timeout"))
+    sender = Sender()
+    raised = [ConnectionError("nats: connection closed")]  # a sender that raised is sent again, as one nobody answered
+
+    async def flaky(*args: Any) -> Answer:
+        if raised:
+            raise raised.pop()
+        return await sender(*args)
+
+    s = Scheduler(log, flaky, clock, "s1")
+    s.start({"a": fold(await log.read(subjects.governance_filter("a", "schedule")))})
+    await clock.advance(60)  # @60 taken; its request could not be sent
+    await follow(log, s)
+    await clock.advance(1)  # sent again: a job; its answer not recorded
+    await clock.advance(2)  # sent again (the same request_id: the same job), recorded
+    await follow(log, s)
+    await clock.advance(60)
+    await follow(log, s)
+    events = [r.event for r in await log.read(subjects.governance_filter("a", "schedule"))]
+    answered = [e for e in events if e.type == "ScheduleAnswered"]
+    assert [(e.tick - T0).total_seconds() for e in answered] == [60, 120] and all(e.job_id for e in answered)
+    assert len({b["request_id"] for *_, b in sender.sent}) == 2

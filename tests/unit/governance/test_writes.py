@@ -196,3 +196,14 @@ async def test_a_schedules_command_without_its_type_is_typed_by_the_verb_or_refu
         assert not refused.ok and len(refused.problems) == 1, refused
         assert refused.problems[0].startswith(f"schedule 't': {said}"), refused.problems
         assert "ExpandCluster" in refused.problems[0] and "discriminator" not in refused.problems[0]
+
+
+async def test_a_schedule_whose_command_is_a_dry_run_is_refused_saying_so() -> None:
+    """Over HTTP or the bus (`PUT /v1/governance/schedules/{name}`): it was refused as `its command
+    is a DeleteCluster (verb 'delete'), not a run of 'delete'`, which named no problem."""
+    writes = GovernanceWrites(MemoryEventLog())
+    refused = await put(writes, "schedule", name="gone", every_s=600, verb="delete",
+                        command={"type": "DeleteCluster", "cluster_id": CLUSTER, "dry_run": True})
+    assert not refused.ok and refused.problems == [
+        "schedule 'gone': its command is a dry run (`dry_run`: true), which previews and changes nothing; a schedule "
+        "sends its operation for real at every tick"], refused

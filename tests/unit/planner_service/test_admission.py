@@ -374,3 +374,23 @@ def test_a_control_of_an_ended_job_says_it_ended_in_plain_words_for_every_final_
         "succeeded": f"job {job.id} has succeeded (it ended): nothing to cancel",
     }
     assert "cannot" not in control_refusal(job, "pause") and " is " not in control_refusal(job, "resume")
+
+
+async def test_an_operation_on_a_cluster_only_a_retry_or_a_delete_can_mend_says_which() -> None:
+    """`cluster up1 is needs_attention; restart needs an active cluster` named no way out: the
+    refusal names the job whose rollback failed, its reason, the retry and the delete."""
+    h = Harness()
+    h.behaviour = lambda m: "fail" if m.action.value in ("start", "delete") else "succeed"
+    reply = await h.send(CreateCluster(name="stuck", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.cluster(reply.cluster_id).status == "needs_attention"
+    refused = await h.send(RestartServices(cluster_id=reply.cluster_id))
+    assert isinstance(refused, Rejected)
+    assert f"needs an active cluster: job {reply.job_id} left it so (rollback failed: task undo." in refused.reason
+    assert f"`muster job retry {reply.job_id}` runs the rest of its rollback, `muster cluster delete` removes the cluster" \
+        in refused.reason
+    failed = await _unsolvable(h)
+    said = (await h.send(RestartServices(cluster_id=failed))).reason
+    assert "needs an active cluster: its create did not finish (no layout: " in said, said
+    assert said.endswith("; `muster cluster delete` removes it"), said

@@ -87,7 +87,7 @@ async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
                               "one registers, and each attempt times out after 900 s; 1 live provisioner(s) of class 'default' "
-                              "serve other tenants: a super admin lists them with muster provisioners and grants one the queue: "
+                              "serve other tenants: a super admin lists them with muster provisioners list --all and grants one the queue: "
                               "muster grant PROVISIONER execute --tenant default --scope queue:default"]
 
     h.workers.now = [_provisioner("p-other", ("other", "default"))]

@@ -77,7 +77,7 @@ async def test_extensions_stay_within_step_and_max_and_move_the_timer() -> None:
     assert retried == reply  # the same request again: extended once
     assert h.cluster(cid).expires_at == reply.expires_at and reply.version == h.cluster(cid).version
     too_far = await h.send(ExtendLease(cluster_id=cid, by_s=2 * HOUR))
-    assert isinstance(too_far, Rejected) and "at most 3600s (the template's step)" in too_far.reason
+    assert isinstance(too_far, Rejected) and "at most 1 h (the template's step)" in too_far.reason
     await h.clock.advance(HOUR + 60)  # past the first expiry: nothing happens
     assert _deletes(h) == []
     again = await h.send(ExtendLease(cluster_id=cid, by_s=HOUR))
@@ -144,9 +144,10 @@ async def test_the_request_may_shorten_the_lease_not_lengthen_it() -> None:
     cid = await _create(h, lease_s=600)
     assert h.cluster(cid).expires_at == start + timedelta(seconds=600)
     longer = await h.send(CreateCluster(name="long", template="hadoop-small", nodes=2, lease_s=2 * HOUR))
-    assert isinstance(longer, Rejected) and longer.reason == "the template's lease is at most 3600s; 7200s requested"
+    assert isinstance(longer, Rejected) and longer.reason == (
+        "the template's initial lease is 1 h, which a create may shorten, not lengthen; 2 h requested")
     forever = await h.send(CreateCluster(name="forever", template="hadoop-small", nodes=2, lease_s=0))
-    assert isinstance(forever, Rejected) and forever.reason.endswith(f"0s requested, which expires {NO_LEASE_END}")
+    assert isinstance(forever, Rejected) and forever.reason.endswith(f"; 0 requested, which expires {NO_LEASE_END}")
 
 
 async def test_a_template_without_a_lease_keeps_clusters_forever() -> None:

@@ -132,3 +132,24 @@ async def test_a_job_no_limit_applies_to_is_not_tracked_and_one_set_later_counts
     queued = sum(1 for s in job.task_state.values() if s == "queued")
     # (the 4 creates; with segments their nodes' followers too, queued with them: they count from then)
     assert queued == len(h.sent()) >= 4 and limits.count[(("tenant", "default"), 0)] == queued
+
+
+async def test_a_create_with_no_other_layout_left_gives_its_slots_back() -> None:
+    """A create whose every layout failed (`--relayout`, and the solver had no other) ended
+    `rolled_back` still counting its rollback's last delete against the provider's and the
+    tenant's limits, for good: each limit one slot short until the planner restarted (a
+    provider of `maxconcurrent: 2` ran its creates one at a time)."""
+    h = limited(maxconcurrent=2, tenant_limit=3)
+    h.behaviour = lambda m: "fail" if m.action.value == "create" else "succeed"
+    only = CreateCluster(name="r", template="hadoop-small", nodes=2, services=["base"], hardwaretype="medium",
+                         imagetype="ubuntu22", relayout=2)
+    reply = await h.send(only)
+    await h.settle()
+    assert isinstance(reply, Accepted) and h.job(reply.job_id).state == "rolled_back"
+    assert "with no other to try" in h.job(reply.job_id).error
+    after = await h.send(CreateCluster(name="next", template="hadoop-small", nodes=3))
+    assert isinstance(after, Accepted)
+    steps = await run_one_at_a_time(h)
+    assert provider_tasks(steps[0]) == 2, [m.task_id for m in steps[0]]
+    assert h.job(after.job_id).state == "succeeded"
+    assert not +h.planner.limits.count and not h.planner.limits.in_flight

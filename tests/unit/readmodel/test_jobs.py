@@ -152,3 +152,11 @@ def test_the_plan_graphs_and_one_task_as_a_page_draws_them() -> None:
     assert rollback is not None and [t["id"] for t in rollback["tasks"]] == ["undo.n1.delete"]
     assert rollback["stages"] == [["undo.n1.delete"]]
     assert fold.view() == walk.job.view()
+
+
+def test_a_jobs_trace_id_is_its_traceparents_second_field_or_none() -> None:
+    """What `GET /v1/jobs/{id}` and `muster status` name (docs/tracing.md, "Seeing a job's trace")."""
+    from muster.readmodel.jobs import trace_id
+
+    assert trace_id("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert [trace_id(v) for v in (None, "", "garbage", "00-abc-01")] == [None] * 4

@@ -83,6 +83,7 @@ window.MusterAggregate = function (box, statusEl, job) {
 
   function ready() {  // for tests and the benchmark, as graph.js
     window.musterGraphReady = (window.musterGraphReady || 0) + 1;
+    document.documentElement.dataset.graphReady = window.musterGraphReady;
     window.musterGraphReadyAt = window.musterGraphLaidOutAt = performance.now();
     window.musterGraphLaidOut = (window.musterGraphLaidOut || 0) + 1;
   }
