@@ -10,6 +10,7 @@ re-validation when a planner resumes them (docs/limits.md).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from itertools import accumulate
@@ -39,6 +40,77 @@ def json_depth(text: str) -> int:
     the parser's own error will make moot."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+class NotJson(ValueError):
+    """A text Python's parser would take (or give up on with an error of its own) that strict
+    JSON refuses, said in words: `deep` when it nests too deep (valid JSON, over the limit)."""
+
+    def __init__(self, reason: str, *, deep: bool = False) -> None:
+        super().__init__(reason)
+        self.deep = deep
+
+    def said(self) -> str:
+        """The reason after the thing it is about (`config ...`, `request body ...`)."""
+        return str(self) if self.deep else f"is not valid JSON: {self}"
+
+
+def strict_json(text: str) -> Any:
+    """`text` parsed as RFC 8259 JSON, bounded, for whatever comes from outside (a request on
+    the bus, an HTTP body, a form's field). Python's parser also takes NaN, Infinity and numbers
+    too large for a float (inf), which pydantic then writes to the log as null; it gives up with a
+    RecursionError on deep nesting and a bare ValueError on an integer of more than 4,300 digits.
+    Raises json.JSONDecodeError for a syntax error and NotJson (both ValueErrors) for the rest."""
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise NotJson(f"nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}", deep=True)
+    try:
+        return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    except NotJson as err:
+        where = _not_finite_at(text)
+        raise NotJson(f"{err}, at {where}" if where else str(err)) from None
+
+
+def _not_finite_at(text: str) -> str | None:
+    """Where the first NaN or infinite number is (`nodes`, `config.a.0`), so that the reason
+    names the field as a validation error would. Only after strict parsing failed, on a text
+    whose depth is bounded."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+
+    def walk(node: Any, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        if isinstance(node, float) and not math.isfinite(node):
+            return path
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, inner in items:
+            if (found := walk(inner, (*path, str(key)))) is not None:
+                return found
+        return None
+
+    return ".".join(walk(value, ()) or ()) or None
+
+
+_MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits' default)
+
+
+def _constant(name: str) -> Any:
+    raise NotJson(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJson(f"{text[:20]} is too large a number (a JSON number here is finite)")
+    return value
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:
+        raise NotJson(f"a number of {digits:,} digits; at most {_MAX_DIGITS:,}")
+    return int(text)
 
 
 def json_size(value: Any) -> int:

@@ -24,6 +24,7 @@ import click
 from pydantic import ValidationError
 
 from contracts.errors import describe_validation_error
+from contracts.limits import NotJson, strict_json
 
 T = TypeVar("T")
 
@@ -208,7 +209,9 @@ def parse_json_arg(text: str, what: str) -> Any:
             except yaml.YAMLError as err:
                 raise CliError(f"{source}: not valid YAML: {err}") from None
     try:
-        return json.loads(text)
+        return strict_json(text)  # (NaN would reach the planner, refused there as the request body's)
+    except NotJson as err:
+        raise CliError(f"{source} {err.said()}") from None
     except json.JSONDecodeError as err:
         if source != what:  # a file of another name (`@/tmp/redis.conf.yaml.bad`, `@config.txt`) may be YAML
             import yaml

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.errors import describe_validation_error
-from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json_size, over_budget
+from contracts.limits import MAX_REQUEST_BYTES, NotJson, json_size, over_budget, strict_json
 from contracts.secrets import refused as refused_secrets
 from contracts.secrets import secrets_in_clear
 
@@ -44,11 +44,10 @@ def parse(verb: str, data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise Refused(f"request body is not UTF-8 JSON: byte {err.start} ({data[err.start:err.start + 1]!r}) is not UTF-8") from None
-    depth = json_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise Refused(f"request body nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
-        body = json.loads(text)
+        body = strict_json(text)
+    except NotJson as err:
+        raise Refused(f"request body {err.said()}") from None
     except json.JSONDecodeError as err:
         raise Refused(f"request body is not UTF-8 JSON: {err}") from None
     if not isinstance(body, dict):

@@ -41,6 +41,7 @@ from nats.js.errors import NotFoundError
 from contracts import subjects
 from contracts.commands import JOB_VERBS, VERB_OF, Rejected
 from contracts.events import PlanSaved
+from contracts.limits import strict_json
 from muster import tracing
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
@@ -205,7 +206,7 @@ class Sharding:
         id is decided here) and the cluster it is for; None when the body says nothing usable
         (the planner's own validation answers those)."""
         try:
-            body = json.loads(data)
+            body = strict_json(data.decode("utf-8"))  # (bounded: a deep body is the planner's to refuse, not a RecursionError here)
             subjects.token(tenant, "tenant")
         except (ValueError, UnicodeDecodeError, subjects.SubjectError):
             return data, None

@@ -3,7 +3,6 @@ naming it), the body read as JSON, then `writes.submit` as the token's principal
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -14,7 +13,7 @@ from nats.aio.client import Client
 from contracts.catalog import KINDS
 from contracts.commands import ID
 from contracts.identity import Scope
-from contracts.limits import MAX_REQUEST_BYTES
+from contracts.limits import MAX_REQUEST_BYTES, NotJson, strict_json
 
 from . import csrf, write_api
 from .acting import ActingBus
@@ -98,7 +97,9 @@ async def _body(request: web.Request, route: WriteRoute) -> dict[str, Any] | Non
     if request.content_type != "application/json":
         raise _Refusal(refused(415, f"the body must be application/json, not {shown(request.content_type)}", "Content-Type"))
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = strict_json(raw.decode("utf-8"))
+    except NotJson as err:
+        raise _Refusal(refused(400, f"the body {err.said()}", "body")) from None
     except (UnicodeDecodeError, ValueError) as err:
         raise _Refusal(refused(400, f"the body is not UTF-8 JSON: {str(err)[:200]}", "body")) from None
     if not isinstance(body, dict):

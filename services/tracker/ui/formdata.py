@@ -9,14 +9,13 @@ inverse, `fields_of`, turns a saved plan's request back into the fields that ask
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.commands import ID, MAX_CLUSTER_SIZE, too_many_nodes
-from contracts.limits import MAX_JSON_DEPTH, json_depth
+from contracts.limits import NotJson, strict_json
 from services.auth.domain.authz import OPERATION_PERMISSIONS
 
 Form = Mapping[str, Sequence[str]]
@@ -101,31 +100,6 @@ def _node_ids(form: Form) -> list[str] | None:
     return [n for n in re.split(r"[\s,]+", _one(form, "nodes")) if n] or None
 
 
-class _NotJson(ValueError):
-    """What Python's parser would take, or give up on with an exception of its own, said in words."""
-
-
-def _constant(name: str) -> Any:
-    raise _NotJson(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotJson(f"{text[:20]} is too large a number (a JSON number here is finite)")
-    return value
-
-
-def _int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > _MAX_DIGITS:  # int() would raise ValueError naming sys.set_int_max_str_digits
-        raise _NotJson(f"a number of {digits:,} digits; at most {_MAX_DIGITS:,}")
-    return int(text)
-
-
-_MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits' default)
-
-
 def config_of(raw: str, errors: dict[str, str]) -> dict[str, Any] | None:
     """A config field's JSON object, or None with the reason at `config`. Strict JSON: NaN and
     Infinity, which Python's parser takes, would reach the log as null (pydantic writes them so);
@@ -133,17 +107,13 @@ def config_of(raw: str, errors: dict[str, str]) -> dict[str, Any] | None:
     RecursionError would be a 500 page)."""
     if not raw.strip():
         return {}
-    depth = json_depth(raw)
-    if depth > MAX_JSON_DEPTH:
-        errors["config"] = f"nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}"
-        return None
     try:
-        value = json.loads(raw, parse_constant=_constant, parse_float=_float, parse_int=_int)
+        value = strict_json(raw)
     except json.JSONDecodeError as err:
         errors["config"] = f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
         return None
-    except _NotJson as err:
-        errors["config"] = f"not valid JSON: {err}"
+    except NotJson as err:
+        errors["config"] = str(err) if err.deep else f"not valid JSON: {err}"
         return None
     if not isinstance(value, dict):
         errors["config"] = f"must be a JSON object ({{...}}), not {type(value).__name__}"

@@ -117,8 +117,9 @@ async def fuzz(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fuzz]:
 # -- strategies ---------------------------------------------------------------------------------
 
 verbs = st.sampled_from(subjects.OPERATION_VERBS)
+# JSON values: no NaN or Infinity, which strict parsing refuses before any field is looked at (test_a_body_strict_json_refuses_is_rejected_naming_why).
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=10,
 )
@@ -166,8 +167,19 @@ async def test_a_body_that_is_not_a_json_object_is_rejected(fuzz: Fuzz, verb: st
     if isinstance(parsed, dict):
         return
     reason = await fuzz.rejected(OTHER, verb, data, "not a JSON object")
-    assert "not UTF-8 JSON" in reason or "JSON object" in reason or "levels deep" in reason, reason
+    assert "not UTF-8 JSON" in reason or "not valid JSON" in reason or "JSON object" in reason or "levels deep" in reason, reason
     assert "codec" not in reason, reason
+
+
+async def test_a_body_strict_json_refuses_is_rejected_naming_why(fuzz: Fuzz) -> None:
+    """Through the planner process's shard router: a body nesting 5,000 levels raised RecursionError
+    there (the request went unanswered), and NaN reached the cluster's config as null."""
+    deep = b'{"name": "c", "template": "t", "nodes": 2, "config": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    reason = await fuzz.rejected(OTHER, "create", deep, "deep")
+    assert reason.startswith("request body nests 5,001 levels deep; the limit is 32"), reason
+    nan = b'{"name": "c", "template": "t", "nodes": 2, "config": {"a": NaN}}'
+    reason = await fuzz.rejected(OTHER, "create", nan, "NaN")
+    assert reason.startswith("request body is not valid JSON: NaN is not a JSON number"), reason
 
 
 @SETTINGS

@@ -127,6 +127,19 @@ async def test_bad_input_names_the_field_and_leaves_the_log_alone(api: Api, serv
     assert answer["error"]["message"] and served.log() == before
 
 
+async def test_a_body_strict_json_refuses_is_a_400_naming_why(api: Api, served: Served) -> None:
+    """NaN and 1e999 were taken (the dry run answered 200; a create stored them as null) and a body
+    nesting 50,000 levels answered 500 "internal error" (the parser's RecursionError)."""
+    before = served.log()
+    made = json.dumps({**MAKE, "config": {"a": 1}})
+    for body, said in ((made.replace('{"a": 1}', '{"a": NaN}'), "the body is not valid JSON: NaN is not a JSON number"),
+                       (made.replace('{"a": 1}', '{"a": 1e999}'), "the body is not valid JSON: 1e999 is too large a number"),
+                       ('{"config": ' + "[" * 50_000 + "]" * 50_000 + "}", "the body nests 50,001 levels deep; the limit is 32")):
+        status, answer, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer", body.encode())
+        assert status == 400 and _error(answer)[0] == "body" and _error(answer)[1].startswith(said), answer
+    assert served.log() == before
+
+
 async def test_who_may_not_is_refused_and_nothing_reaches_the_log(api: Api, served: Served, made: dict[str, Any]) -> None:
     before = served.log()
     status, answer, _ = await api.call("POST", "/v1/clusters?dry_run=true", "reader", MAKE)

@@ -22,3 +22,12 @@ def test_a_yaml_file_of_any_name_is_read_and_inline_text_is_json_alone(tmp_path:
     (tmp_path / "words").write_text("just some words\n")  # YAML of a string: not a config
     with pytest.raises(CliError, match=r"words: not valid JSON: .* \(nor YAML of a mapping or a list; a file ending .yaml or .yml"):
         parse_json_arg(f"@{tmp_path / 'words'}", "--config")
+
+
+def test_a_config_strict_json_refuses_is_refused_here_naming_where() -> None:
+    """`--config '{"a": NaN}'` was sent and the cluster's config stored null; now the command says
+    why before it asks anything."""
+    with pytest.raises(CliError, match=r"^--config is not valid JSON: NaN is not a JSON number \(JSON has no NaN or Infinity\), at a$"):
+        parse_json_arg('{"a": NaN}', "--config")
+    with pytest.raises(CliError, match=r"^--config nests 40 levels deep; the limit is 32$"):
+        parse_json_arg("[" * 40 + "]" * 40, "--config")

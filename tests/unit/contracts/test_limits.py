@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from contracts.catalog import Catalog, Service
 from contracts.commands import ApproveJob, ConfigureCluster, CreateCluster, ExpandCluster, RejectJob
 from contracts.errors import describe_validation_error
-from contracts.limits import MAX_CONFIG_BYTES, MAX_ENTITY_BYTES, check_size, json_size
+from contracts.limits import MAX_CONFIG_BYTES, MAX_ENTITY_BYTES, NotJson, check_size, json_size, strict_json
 from muster.catalog.files import load_catalog
 from muster.catalog.store import CatalogState, check_apply
 
@@ -56,3 +56,28 @@ def test_a_catalog_entity_over_the_budget_is_refused_naming_its_largest_field() 
     [problem] = [p for p in check.errors if p.name == "big"]
     assert problem.field == "provisioner" and f"the limit is {MAX_ENTITY_BYTES:,} bytes" in problem.message
     assert "service 'big'" in str(problem)
+
+
+@pytest.mark.parametrize(("text", "said", "deep"), [
+    ('{"a": NaN}', "NaN is not a JSON number (JSON has no NaN or Infinity)", False),
+    ('[Infinity]', "Infinity is not a JSON number", False),
+    ('{"a": -1e400}', "-1e400 is too large a number (a JSON number here is finite)", False),
+    ("9" * 4301, "a number of 4,301 digits; at most 4,300", False),
+    ("[" * 33 + "]" * 33, "nests 33 levels deep; the limit is 32", True),
+    ("[" * 200_000, "nests 200,000 levels deep; the limit is 32", True),
+])
+def test_strict_json_refuses_what_pythons_parser_takes_or_gives_up_on_by_its_own_error(text: str, said: str, deep: bool) -> None:
+    """json.loads takes the first three (pydantic then writes them to the log as null), raises a
+    bare ValueError on the fourth and RecursionError on the last: every entry from outside (a
+    request on the bus, an HTTP body, a console form) parses with strict_json instead."""
+    import json
+
+    with pytest.raises(NotJson) as err:
+        strict_json(text)
+    assert str(err.value).startswith(said) and err.value.deep is deep
+    assert err.value.said().startswith(said if deep else f"is not valid JSON: {said}")
+    with pytest.raises(json.JSONDecodeError):
+        strict_json('{"a": }')
+    with pytest.raises(NotJson, match=r"^NaN is not a JSON number \(JSON has no NaN or Infinity\), at config\.a\.1$"):
+        strict_json('{"nodes": 2, "config": {"a": [1, NaN]}}')  # the field named, as a validation error would
+    assert strict_json('{"a": [1, 2.5, -3e10, "NaN", null], "b": {"c": ' + "9" * 4300 + "}}")["a"] == [1, 2.5, -3e10, "NaN", None]

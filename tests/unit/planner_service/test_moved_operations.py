@@ -305,6 +305,14 @@ async def test_a_repeated_request_id_maps_to_the_same_job(h: Harness) -> None:
         # A config nesting 100,000 arrays answered "internal error" (RecursionError).
         ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
          "request body nests 100,002 levels deep; the limit is 32"),
+        # NaN, Infinity and 1e999 (inf) were taken, and the cluster's config stored them as null.
+        ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"a": NaN}}',
+         "request body is not valid JSON: NaN is not a JSON number (JSON has no NaN or Infinity)"),
+        ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"a": -Infinity}}', "-Infinity is not a JSON number"),
+        ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"a": 1e999}}', "1e999 is too large a number"),
+        # An integer of 5,000 digits answered "internal error" (int()'s own ValueError).
+        ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"a": ' + b"7" * 5000 + b"}}",
+         "a number of 5,000 digits; at most 4,300"),
         ("create", b"[1, 2]", "JSON object"),
         ("create", body({"name": "c", "template": "hadoop-small", "nodes": "five"}), "nodes"),
         ("create", body({"name": "c", "template": "hadoop-small", "nodes": 3, "extra": 1}), "extra"),
