@@ -38,6 +38,19 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 Permission = Literal["read", "write", "execute", "grant", "approve"]
 PERMISSIONS: tuple[Permission, ...] = ("read", "write", "execute", "grant", "approve")
 """`approve`: decide (approve or reject) jobs that wait for approval (docs/governance.md)."""
+
+OPERATION_PERMISSIONS: dict[str, Permission] = {
+    "create": "write", "delete": "write", "expand": "write", "shrink": "write", "add-services": "write",
+    "remove-services": "write", "configure": "write", "upgrade": "write", "rollback": "write",
+    "start": "execute", "stop": "execute", "restart": "execute",
+    "pause": "execute", "resume": "execute", "cancel": "execute", "retry": "execute",
+    "extend-lease": "write", "repair": "write", "check": "execute",
+    "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
+    "approve": "approve", "reject": "approve",  # a job waiting for approval (docs/governance.md)
+}
+"""What each operation needs on its cluster or job (docs/security.md): the planner checks it, and the
+CLI names it in a refusal of a cluster the requester may not read (`muster cluster expand web`)."""
+
 Role = Literal["super_admin", "tenant_admin", "user", "service"]
 ServiceKind = Literal["planner", "solver", "tracker", "provisioner", "pool", "governance", "notifier", "system"]
 SERVICE_KINDS: tuple[ServiceKind, ...] = ("planner", "solver", "tracker", "provisioner", "pool", "governance", "notifier", "system")

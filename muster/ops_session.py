@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
+from contracts.identity import OPERATION_PERMISSIONS
 from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
@@ -155,7 +156,10 @@ class Session:
         return self.client
 
     async def cluster(self, ref: str) -> ClusterInfo:
-        found = await (await self.tracker()).cluster(ref)
+        try:
+            found = await (await self.tracker()).cluster(ref)
+        except CliError as err:
+            raise _needing(err) from None
         self.names[found.id] = found.name
         return found
 
@@ -249,6 +253,18 @@ class Session:
             raise CliError(describe_end(job_id, final, followed.error_for(getattr(final, "reason", ""))), EXIT_FAILED)
         if not self.opts.as_json:
             out.print(describe_end(job_id, final))
+
+
+def _needing(refused: CliError) -> CliError:
+    """A cluster the requester may not read, named to an operation (`muster cluster expand web`):
+    the refusal names what the operation needs, which covers reading. It named `read` alone, and
+    once that was given the operation was refused for the rest (the grant to ask for was `write`)."""
+    ctx = click.get_current_context(silent=True)
+    needs = OPERATION_PERMISSIONS.get(ctx.info_name or "") if ctx is not None else None
+    if refused.exit_code != EXIT_DENIED or needs in (None, "read") or " has no read permission on cluster " not in refused.message:
+        return refused
+    said = refused.message.replace(" has no read permission on ", f" has no {needs} permission on ", 1)
+    return CliError(said.replace(" read --scope cluster:", f" {needs} --scope cluster:", 1), EXIT_DENIED)
 
 
 def print_governance(reply: DryRun) -> None:

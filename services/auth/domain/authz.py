@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from contracts.commands import JOB_VERBS
+from contracts.identity import OPERATION_PERMISSIONS as OPERATION_PERMISSIONS
 from contracts.identity import Permission, Scope
 
 from .state import Grant, Principal
@@ -137,17 +138,7 @@ def _describe(scope: Scope) -> str:
     return f"{scope.kind} {scope.id} of tenant {scope.tenant}"
 
 
-# -- what each request needs -------------------------------------------------------------------
-
-OPERATION_PERMISSIONS: dict[str, Permission] = {
-    "create": "write", "delete": "write", "expand": "write", "shrink": "write", "add-services": "write",
-    "remove-services": "write", "configure": "write", "upgrade": "write", "rollback": "write",
-    "start": "execute", "stop": "execute", "restart": "execute",
-    "pause": "execute", "resume": "execute", "cancel": "execute", "retry": "execute",
-    "extend-lease": "write", "repair": "write", "check": "execute",
-    "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
-    "approve": "approve", "reject": "approve",  # a job waiting for approval (docs/governance.md)
-}
+# -- what each request needs (OPERATION_PERMISSIONS: contracts/identity.py) ------------------------
 
 
 def operation_scope(tenant: str, verb: str, cluster_id: str | None, job_id: str | None = None) -> Scope:
