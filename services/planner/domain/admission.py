@@ -496,6 +496,24 @@ def services_present(f: Facts) -> None:
         name = _cluster(f).name
         raise Refused(f"removing every service ({', '.join(sorted(on))}) leaves nothing on the cluster: "
                       f"to remove the nodes too, `muster cluster delete {name}`", code="invalid", field="services")
+    if needed := _still_required(f.catalog, on - set(cmd.services), set(cmd.services)):
+        # As the solver words it, before the job is accepted (it was, and then failed `no layout: ...`;
+        # a dry run said this at once).
+        raise Refused("; ".join(f"cannot remove {r}: {', '.join(by)} {'requires' if len(by) == 1 else 'require'} it"
+                                for r, by in needed.items()), code="invalid", field="services")
+
+
+def _still_required(catalog: Catalog, kept: set[str], removed: set[str]) -> dict[str, list[str]]:
+    """Each removed service a kept one requires (at install or at run time), unless a kept one
+    is it or provides it: the removed one -> who requires it."""
+    provided = kept | {p for s in kept if s in catalog.services for p in catalog.services[s].dependencies.provides}
+    needed: dict[str, list[str]] = {}
+    for service in sorted(kept):
+        entity = catalog.services.get(service)
+        for r in sorted(entity.dependencies.requires if entity else ()):
+            if r in removed and r not in provided:
+                needed.setdefault(r, []).append(service)
+    return needed
 
 
 def nodes_known(f: Facts) -> None:

@@ -179,7 +179,13 @@ REFUSED: dict[str, list[Refuse]] = {
         lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["ghost"]), "unknown services: ghost")),
         lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["base"]), "already on the cluster: base")),
     ],
-    "remove-services": [lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["extra"]), "not on the cluster: extra"))],
+    "remove-services": [
+        lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["extra"]), "not on the cluster: extra")),
+        # Accepted, and the job failed a moment later with the solver's `no layout` (a dry run refused it at once).
+        lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["hdfs-namenode", "zookeeper-server"]),
+                                                 "cannot remove hdfs-namenode: hdfs-datanode, yarn-resourcemanager require it")),
+        # (zookeeper-server goes with the only service that requires it: not named)
+    ],
     "configure": [lambda h: _with(_unsolvable(h), lambda cid: (ConfigureCluster(cluster_id=cid, config={}), "is failed; configure needs an active cluster"))],
     "start": [lambda h: _with(_active(h), lambda cid: (StartServices(cluster_id=cid, services=["extra"]), "has no service 'extra' (not on this cluster)"))],
     "stop": [lambda h: _with(_deleted(h), lambda cid: (StopServices(cluster_id=cid), "is deleted"))],
