@@ -38,6 +38,7 @@ from .bus.connect import (
     bearer_headers,
     connect,
     credentials,
+    jetstream_cased,
     looked_in,
     missing_data_dir,
     nats_url,
@@ -166,7 +167,7 @@ class Refusals:
         found = re.search(r'for (publish|subscription) to "([^"]+)"', self.seen[-1])
         what, subject = (found.group(1), found.group(2)) if found else ("publish", "?")
         originals = {n.lower(): n for n in (who, tenant) if n}
-        subject = _jetstream_cased(".".join(originals.get(part, part) for part in subject.split(".")))
+        subject = jetstream_cased(".".join(originals.get(part, part) for part in subject.split(".")))
         request = re.fullmatch(rf"(?:{re.escape(subjects.OPS)}|{re.escape(subjects.GOV)})\.([^.]+)\.([^.]+)\.([^.]+)", subject)
         if request is not None:
             tenant, name, verb = request.groups()
@@ -176,31 +177,6 @@ class Refusals:
                     "(`muster whoami` names them; --tenant)")
         verb = "publish to" if what == "publish" else "subscribe to"
         return f"refused: the bus does not let {who} {verb} {subject}"
-
-
-_JS_WORDS = frozenset({"$js", "api", "stream", "consumer", "info", "names", "list", "create", "update", "delete", "purge",
-                       "durable", "msg", "get", "next", "direct", "snapshot", "restore"})
-"""The JetStream API's words, before a stream's name: upper case, as the server has them."""
-_STREAMS = {"events": "EVENTS", "tasks": "TASKS", "bodies": "BODIES"}
-
-
-def _jetstream_cased(subject: str) -> str:
-    """A JetStream API subject as the server has it (nats-py lower-cased it: the refusal of
-    `muster planners` to a tenant's user read `$js.api.stream.info.kv_leases`): the API's words,
-    then the stream's name (`EVENTS`, a bucket's `KV_<bucket>`); what follows (a consumer's name,
-    a filter) as it is."""
-    parts = subject.split(".")
-    if parts[0] == "$kv":
-        return ".".join(["$KV", *parts[1:]])
-    if parts[0] != "$js":
-        return subject
-    words = 0
-    while words < len(parts) and parts[words] in _JS_WORDS:
-        words += 1
-    if words < len(parts):  # the stream's name
-        stream = parts[words]
-        parts[words] = _STREAMS.get(stream, "KV_" + stream[3:] if stream.startswith("kv_") else stream)
-    return ".".join([p.upper() for p in parts[:words]] + parts[words:])
 
 
 async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refusals | None = None) -> Client:

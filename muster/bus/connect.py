@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import stat
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -144,6 +145,41 @@ def credentials(token: str | None = None) -> Credentials:
         raise TokenUnusable(f"the token from {source} is unusable: {err}") from None
 
 
+_JS_WORDS = frozenset({"$js", "api", "stream", "consumer", "info", "names", "list", "create", "update", "delete", "purge",
+                       "durable", "msg", "get", "next", "direct", "snapshot", "restore"})
+"""The JetStream API's words, before a stream's name: upper case, as the server has them."""
+_STREAMS = {"events": "EVENTS", "tasks": "TASKS", "bodies": "BODIES"}
+
+
+def jetstream_cased(subject: str) -> str:
+    """A JetStream API subject as the server has it (nats-py lower-cased it: the refusal of
+    `muster planners` to a tenant's user read `$js.api.stream.info.kv_leases`): the API's words,
+    then the stream's name (`EVENTS`, a bucket's `KV_<bucket>`); what follows (a consumer's name,
+    a filter) as it is."""
+    parts = subject.split(".")
+    if parts[0] == "$kv":
+        return ".".join(["$KV", *parts[1:]])
+    if parts[0] != "$js":
+        return subject
+    words = 0
+    while words < len(parts) and parts[words] in _JS_WORDS:
+        words += 1
+    if words < len(parts):  # the stream's name
+        stream = parts[words]
+        parts[words] = _STREAMS.get(stream, "KV_" + stream[3:] if stream.startswith("kv_") else stream)
+    return ".".join([p.upper() for p in parts[:words]] + parts[words:])
+
+
+def first_refusal(nc: Client) -> str | None:
+    """The first permissions violation the server sent this connection (`permissions violation
+    for publish to "$js.api.stream.create.events"`), if any: nats-py only reports it to the error
+    callback, and the request it refused then times out."""
+    refused: str | None = getattr(nc, "_muster_refused", None)
+    if refused is None:
+        return None
+    return re.sub(r'(to ")([^"]+)(")', lambda m: m.group(1) + jetstream_cased(m.group(2)) + m.group(3), refused)
+
+
 def principal_of(nc: Client) -> str:
     """The principal a connection made by `connect` authenticated as."""
     return str(getattr(nc, "_muster_principal", subjects.ANONYMOUS))
@@ -161,6 +197,8 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     wire.strict_handshake(nc)  # a reconnect is made once the server said PONG, not before
 
     async def on_error(err: Exception) -> None:
+        if "permissions violation" in str(err) and not hasattr(nc, "_muster_refused"):
+            nc._muster_refused = str(err).removeprefix("nats: ")  # type: ignore[attr-defined]
         log.warning("nats error", error=(str(err) or type(err).__name__) + plain_to_tls(err, servers))
 
     async def on_disconnect() -> None:

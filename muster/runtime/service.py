@@ -8,13 +8,15 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import click
+import nats.errors
 import structlog
 from nats.aio.client import Client
 
 from muster import tracing
-from muster.bus.connect import connect
+from muster.bus.connect import connect, first_refusal, principal_of
 from muster.bus.streams import ensure_streams, replicas_from_env
 from muster.bus.wire import flush
+from muster.runtime.exits import STAY_DOWN_EXIT
 from muster.runtime.logs import configure_logging
 from muster.tls.context import TlsError
 
@@ -25,6 +27,11 @@ TASK_QUEUE_SERVICES = ("planner", "provisioner")
 it at start. The others may not create it (docs/security.md, "Services' JetStream rights"): a
 memory stream, it is missing after nats-server restarts, and one of them that declared it first
 with other subjects would have them acknowledged by JetStream."""
+
+
+def wrong_identity(name: str, principal: str, refused: str) -> str:
+    return (f"{principal} may not run the {name} service: the server refused it ({refused}); a service runs with "
+            f"its own identity: MUSTER_CREDENTIALS=<data dir>/auth/{name}.cred, which muster up makes (docs/security.md)")
 
 
 async def run_service(name: str, url: str | None, setup: Setup) -> None:
@@ -50,9 +57,17 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         log.info("stopped before NATS answered")
         return
     try:
-        await ensure_streams(nc.jetstream(), replicas=replicas_from_env(), tasks=name in TASK_QUEUE_SERVICES)
         async with AsyncExitStack() as stack:
-            await setup(nc, stack)
+            try:
+                await ensure_streams(nc.jetstream(), replicas=replicas_from_env(), tasks=name in TASK_QUEUE_SERVICES)
+                await setup(nc, stack)
+            except nats.errors.TimeoutError:
+                if (refused := first_refusal(nc)) is None:
+                    raise
+                # Another identity's credentials (a super admin's, from the data dir): each
+                # request the server refuses times out, and the traceback named only the timeout.
+                log.error("cannot start", error=wrong_identity(name, principal_of(nc), refused))
+                raise SystemExit(STAY_DOWN_EXIT) from None
             await flush(nc)  # "started" means subscribed: a request sent on that word finds us
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
             await first_of(stop.wait(), lost.wait())

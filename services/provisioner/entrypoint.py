@@ -20,7 +20,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.tasks import ProvisionerInfo
-from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
+from muster.bus.connect import CredentialsError, auth_required, credentials, default_data_dir, principal_of
 from muster.bus.eventstore import EventStore
 from muster.cli_support import CliError
 from muster.runtime.exits import STAY_DOWN_EXIT
@@ -61,8 +61,10 @@ async def granted_tenants(nc: Client, provisioner_class: str) -> tuple[str, ...]
 
 
 def default_work_dir(provisioner_id: str) -> Path:
-    """Plugin state and keys survive restarts under the same id."""
-    return Path(".muster") / "provisioner" / provisioner_id
+    """Plugin state and keys survive restarts under the same id: in the deployment's data
+    directory, as every command finds it ($MUSTER_DATA_DIR, else ./.muster; it was ./.muster
+    whatever $MUSTER_DATA_DIR said)."""
+    return default_data_dir() / "provisioner" / provisioner_id
 
 
 @click.command("provisioner")
@@ -80,7 +82,8 @@ def default_work_dir(provisioner_id: str) -> Path:
 @click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields, named secrets under @secrets, each tenant's own "
                    "under @tenants; the notifier's format too (docs/secrets.md)")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="plugin state and keys, kept across restarts (default: .muster/provisioner/<id>)")
+              help="plugin state and keys, kept across restarts (default: <data dir>/provisioner/<id>, the data dir "
+                   "$MUSTER_DATA_DIR or ./.muster)")
 @click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
               help="seconds without a refresh after which this provisioner counts as gone")
 def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisioner_class: str, capacity: int,
