@@ -71,6 +71,20 @@ def strict_json(text: str) -> Any:
         raise NotJson(f"{err}, at {where}" if where else str(err)) from None
 
 
+def not_strict_json(data: bytes) -> str | None:
+    """Why a body pydantic is about to parse is not strict JSON (`is not valid JSON: NaN is not a
+    JSON number ..., at config.a`), or None: pydantic's JSON parser also takes NaN, Infinity and
+    1e999 (inf), and its own words say the rest (a syntax error, a bad encoding). For the bus's
+    request bodies that go to pydantic whole (governance, catalog, pool, auth requests)."""
+    try:
+        strict_json(data.decode("utf-8"))
+    except NotJson as err:
+        return err.said()
+    except ValueError:  # (UnicodeDecodeError and JSONDecodeError: pydantic names them)
+        return None
+    return None
+
+
 def _not_finite_at(text: str) -> str | None:
     """Where the first NaN or infinite number is (`nodes`, `config.a.0`), so that the reason
     names the field as a validation error would. Only after strict parsing failed, on a text

@@ -36,6 +36,7 @@ from contracts.identity import (
     PrincipalDisabled,
     TokenRevoked,
 )
+from contracts.limits import not_strict_json
 from muster.bus import replicas
 from muster.bus.answers import answer_on_inbox
 from muster.bus.bodymove import move_old_bodies
@@ -231,6 +232,8 @@ class AuthService:
         if len(parts) != 4:
             return AuthReply(ok=False, reason=f"{subject!r} is not muster.auth.<principal>.<verb>")
         requester, verb = parts[2], parts[3]
+        if (not_json := not_strict_json(data or b"{}")) is not None:
+            return AuthReply(ok=False, reason=f"bad request body: it {not_json}")
         try:
             request = AuthRequest.model_validate_json(data or b"{}")
         except ValidationError as err:

@@ -26,6 +26,7 @@ from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
+from contracts.limits import not_strict_json
 from muster.ports.eventlog import ConcurrencyError, EventLog
 from muster.readmodel.clusters import fold_cluster
 from services.auth.domain.authz import Decision, may, may_govern, may_operate, may_see_schedule, unmade_tenant
@@ -65,6 +66,8 @@ class GovernanceWrites:
 
     async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> GovernanceAnswer:
         subjects.token(tenant, "tenant")
+        if (not_json := not_strict_json(data)) is not None:
+            return _refused(f"not a governance request: the body {not_json}")
         try:
             request = GovernanceRequest.model_validate_json(data)
         except ValidationError as err:

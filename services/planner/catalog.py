@@ -30,6 +30,7 @@ from contracts.catalog_requests import (
 from contracts.commands import Rejected
 from contracts.errors import describe_validation_error
 from contracts.identity import Scope
+from contracts.limits import not_strict_json
 from muster.catalog.delete import DeleteRefused, NotInCatalog, delete_entity
 from muster.catalog.files import CatalogFileError
 from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
@@ -82,6 +83,8 @@ class CatalogWrites:
 
     async def _answer(self, tenant: str, principal: str, verb: str, data: bytes) -> CatalogAnswer | Rejected:
         subjects.token(tenant, "tenant")
+        if (not_json := not_strict_json(data)) is not None:
+            return Rejected(reason=f"not a catalog request: the body {not_json}", code="invalid")
         try:
             request = CATALOG_REQUEST_ADAPTER.validate_json(data)
         except ValidationError as err:

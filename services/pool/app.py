@@ -33,6 +33,7 @@ from contracts import subjects
 from contracts.base import Event
 from contracts.commands import Rejected
 from contracts.errors import describe_validation_error
+from contracts.limits import not_strict_json
 from contracts.pool_commands import (
     POOL_COMMAND_ADAPTER,
     VERB_OF,
@@ -222,6 +223,8 @@ class PoolService:
     # -- commands, request/reply -------------------------------------------------------
 
     async def handle_command(self, name: str, verb: str, data: bytes, sender: str = subjects.ANONYMOUS) -> PoolAnswer | Rejected:
+        if (not_json := not_strict_json(data)) is not None:
+            return Rejected(reason=f"the body {not_json}")
         try:
             subjects.token(name, "pool")
             command = POOL_COMMAND_ADAPTER.validate_json(data)
