@@ -42,6 +42,11 @@ def cluster_events(tenant: str, cluster_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.cluster.{token(cluster_id, 'cluster id')}"
 
 
+def tenant_cluster_events(tenant: str) -> str:
+    """Every cluster's events of one tenant (a filter)."""
+    return f"{EVT}.{token(tenant, 'tenant')}.cluster.*"
+
+
 def cluster_name_events(tenant: str, name: str) -> str:
     """Who holds a cluster name in a tenant (names are unique among clusters not deleted): a
     claim is appended only if nothing was appended here since the holder was read."""

@@ -20,6 +20,7 @@ from nats.errors import ConnectionClosedError
 from contracts import subjects
 from contracts.commands import REPLY_ADAPTER, Accepted, LeaseExtended, Rejected
 from contracts.governance import GovernanceAnswer
+from muster import tracing
 from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import auth_required
 from muster.bus.scopedlog import ScopedEventStore
@@ -33,6 +34,7 @@ from .scheduler import Answer, Scheduler
 from .writes import GovernanceWrites
 
 log = structlog.get_logger("muster.governance")
+tracer = tracing.Tracer("muster.governance")
 QUEUE = "governance"
 SEND_TIMEOUT_S = 30.0
 ANSWERED_ELSEWHERE = ("notify-test", "notify-check")
@@ -48,8 +50,20 @@ class NatsSender:
         self.nc, self.timeout = nc, timeout
 
     async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> Answer:
+        # A span of the tick's request (its traceparent in the request): the job it makes is in
+        # the trace the scheduler started, as one a `muster` command starts (docs/tracing.md).
+        with tracer.span(f"schedule {verb}", kind="client", tenant=tenant, verb=verb, request_id=body.get("request_id"),
+                         owner=principal) as span:
+            answer = await self._send(tenant, principal, verb, body)
+            tracing.set_attributes(span, job=answer.job_id, answer="again" if answer.again else "refused" if answer.rejected else "done")
+            if answer.rejected:
+                tracing.set_error(span, answer.rejected)
+            return answer
+
+    async def _send(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> Answer:
         try:
-            msg = await self.nc.request(subjects.operation(tenant, principal, verb), json.dumps(body).encode(), timeout=self.timeout)
+            msg = await self.nc.request(subjects.operation(tenant, principal, verb), json.dumps(body).encode(), timeout=self.timeout,
+                                        headers=tracing.headers())
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
             return Answer(None, f"no planner answered ({type(err).__name__})", again=True)
         reply = REPLY_ADAPTER.validate_json(msg.data)

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from contracts import subjects
+from contracts.events import ClusterLeaseChanged
 from contracts.governance import Subscription
 from contracts.notifications import NotificationAttempted, NotificationQueued
 from muster.catalog.store import catalog_filter
@@ -126,6 +127,29 @@ class Notifier:
             when = due_at(sub, "lease_expiring", r.time, ends)
             if when is not None and wants(sub, "lease_expiring", r.event.cluster_id, name):
                 await self._queue(tenant, sub, "lease_expiring", r, when, facts)
+
+    async def leases_before(self, tenant: str, sub: Subscription) -> None:
+        """A subscription put that wants `lease_expiring`: the leases its tenant's clusters have
+        now are warned of as if their events came now (the same ids: one queued already is not
+        queued again). Before session 32 a lease set before the subscription was never warned
+        of, unless it moved. Reads the tenant's cluster events, once per such put."""
+        if "lease_expiring" not in sub.events:
+            return
+        by_cluster: dict[str, list[Recorded]] = {}
+        for r in await self.log.read(subjects.tenant_cluster_events(tenant)):
+            by_cluster.setdefault(r.subject, []).append(r)
+        now = self.clock.now()
+        for history in by_cluster.values():
+            cluster = fold_cluster(history)
+            lease = next((r for r in reversed(history) if isinstance(r.event, ClusterLeaseChanged)), None)
+            if cluster is None or lease is None or cluster.status == "deleted" or lease.event.expires_at is None \
+                    or lease.event.expires_at <= now or not wants(sub, "lease_expiring", lease.event.cluster_id, cluster.name or ""):
+                continue
+            facts = {"cluster_id": lease.event.cluster_id, "cluster": cluster.name or lease.event.cluster_id,
+                     "expires_at": lease.event.expires_at.isoformat()}
+            when = due_at(sub, "lease_expiring", lease.time, lease.event.expires_at)
+            if when is not None:
+                await self._queue(tenant, sub, "lease_expiring", lease, when, facts)
 
     async def _job_facts(self, tenant: str, r: Recorded) -> dict[str, Any] | None:
         history = await self.log.read_through(r.subject, r.seq)  # (the job's subject: ALL_JOB_EVENTS)

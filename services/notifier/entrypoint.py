@@ -117,6 +117,12 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
     stack.callback(notifier.close)
     await notifier.resume()
 
+    async def put(tenant: str, kind: str, name: str, entry: Any) -> None:
+        if kind == "subscription" and entry is not None:  # (watched once the mirror caught up: puts from now on)
+            await notifier.leases_before(tenant, Subscription.model_validate(entry.entity))
+
+    mirror.watch(put)
+
     async def from_log(tenant: str, name: str | None) -> Subscription | None:
         return await _from_log(store, tenant, name)
 

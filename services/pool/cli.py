@@ -153,6 +153,8 @@ async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
         return
     terms = view["terms"]
     out.print(f"pool {name}: {view['hosts']} hosts, {view['free']} free; policy {terms['policy']}"
+              # (set with `configure --default-priority`, it was shown nowhere but --json; session 32)
+              + (f", default priority {terms['default_priority']}" if terms.get("default_priority", 1) != 1 else "")
               + (f", at most {terms['job_limit']} hosts per job" if terms.get("job_limit") else ""))
     for t, tt in sorted(terms["tenants"].items()):
         limits = ", ".join(f"max {what} {tt[key]}" for what, key in (("nodes", "max_nodes"), ("clusters", "max_clusters"))

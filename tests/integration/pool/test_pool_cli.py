@@ -38,7 +38,7 @@ async def test_an_administrator_manages_a_pool_from_the_command_line(env: PoolEn
     assert "ambiguous, lent to nobody until resolved: node2" in frozen.stdout
 
     configured = await muster(env.url, "pool", "configure", "lab", "--priority", "gold=3", "--max-nodes", "gold=2",
-                              "--job-limit", "2")
+                              "--job-limit", "2", "--default-priority", "2")
     assert configured.code == 0, configured.stderr
     shown, table = await asyncio.gather(muster(env.url, "pool", "show", "lab", "--json"), muster(env.url, "pool", "show", "lab"))
     view = json.loads(shown.stdout)
@@ -46,6 +46,7 @@ async def test_an_administrator_manages_a_pool_from_the_command_line(env: PoolEn
     assert view["terms"]["job_limit"] == 2
     assert [(h["id"], h["ambiguous"]) for h in view["hosts_detail"]] == [("node0", False), ("node1", False), ("node2", True)]
     assert "ambiguous: 2 registrations" in table.stdout and "tenant gold: priority 3, max nodes 2\n" in table.stdout
+    assert "; policy urgency-x-priority, default priority 2, at most 2 hosts per job\n" in table.stdout, table.stdout
     # In a pipe: plain columns with every value in full, as `cluster list` prints them (for grep and awk).
     rows = [line.split() for line in table.stdout.splitlines()]
     assert ["HOST", "ADDRESS", "STATE", "CPU", "MEMORY", "LABELS", "HELD", "BY", "NOTE"] in rows, table.stdout

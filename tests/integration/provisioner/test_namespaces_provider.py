@@ -3,6 +3,7 @@ a real sshd per node, the shell automator logging in with the recorded host key.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from namespaces_support import NsNet, made, ns_task
 from contracts.catalog import Action
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.namespaces import rootfs, system
-from services.provisioner.plugins.testing import next_task, service_task
+from services.provisioner.plugins.testing import made_node, next_task, service_task
 
 
 async def test_create_confirm_run_delete_leaves_nothing(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
@@ -142,3 +143,43 @@ async def test_without_root_it_refuses_in_one_line(tmp_path: Path, monkeypatch: 
         await reg.aclose()
     assert not out.ok and "\n" not in out.error
     assert out.error.startswith("namespace nodes need root") and "use the localhost provider" in out.error
+
+
+async def test_a_create_cut_short_is_cleared_by_the_next_attempt(
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create cut short (its provisioner killed by hand, or its task cancelled at its deadline)
+    left a half-made node that no outcome names: each attempt took a random name, and the first
+    one's namespace and veth stayed after the cluster's delete (walk of session 32: kill -9 of the
+    provisioner during a create). The name is now the same for every attempt of a node's create,
+    and the next attempt removes what the earlier one left; a rollback's delete without a
+    providerid finds it by that name too."""
+    reg, fields = ns_registry
+
+    async def cut_short(*args: Any, **kwargs: Any) -> None:
+        raise asyncio.CancelledError  # where a killed provisioner stops: namespace, veth and holder made
+
+    def half_made() -> list[str]:
+        return sorted(p.name for p in Path("/run/netns").glob(fields["prefix"] + "-*"))
+
+    for first, then in (("create", "create"), ("create", "delete")):
+        with monkeypatch.context() as patched:
+            patched.setattr(rootfs, "start_sshd", cut_short)
+            with pytest.raises(asyncio.CancelledError):
+                await reg.execute(ns_task(first, fields, attempt=1))
+        left = half_made()
+        assert len(left) == 1 and rootfs.find_holder(left[0]) is not None, left
+        if then == "create":
+            node = await made_node(reg, ns_task("create", fields, attempt=2), "install")
+            assert half_made() == left == [node.results["providerid"]]  # the same name, made again
+            out = await reg.execute(service_task(node, "install", "hostname"))
+            assert out.stdout.strip() == "n1.c1.muster", out.error
+            gone = await reg.execute(next_task(node, out, "delete"))
+        else:  # the job's rollback: a delete of a node whose create never answered (no providerid)
+            gone = await reg.execute(ns_task("delete", fields, attempt=1))
+        assert gone.ok, gone.error
+        assert half_made() == [] and not await system.link_exists(left[0]), (then, gone.stdout)
+    # A node of another cluster is never taken for one's own leftovers.
+    other = await made(reg, fields, "n1")
+    assert (await reg.execute(ns_task("delete", {**fields}, attempt=1).model_copy(update={"cluster_id": "c2"}))).ok
+    assert half_made() == [other.results["providerid"]]

@@ -158,3 +158,22 @@ async def test_a_check_that_finds_a_service_stopped_tells_drift_found_naming_clu
         assert secret.encode() not in raw and secret not in recorded
     assert [e.type for e in events].count("NotificationQueued") == 1 and events[-1].ok
     assert webhook.got.empty()
+
+
+async def test_a_subscription_made_after_a_lease_was_set_is_told_of_it(stack: Stack, webhook: Webhook,
+                                                                       notifiers: Notifiers) -> None:
+    """Session 32: `notify add leases --on lease_expiring` told nothing of the leases the
+    tenant's clusters had already (their events came before it); only a lease set or moved
+    afterwards was told. A put that wants `lease_expiring` now queues the leases there are."""
+    await change_catalog(stack, lease=LEASE)
+    await notifiers.start()
+    cid = (await run(stack, CreateCluster(name="early", template="hadoop-small", nodes=2))).cluster_id
+    [lease] = [r for r in await stack.store.read(subjects.cluster_events(stack.tenant, cid)) if r.type == "ClusterLeaseChanged"]
+    await subscribe(stack, webhook, "late", ["lease_expiring"], lease_warning_s=WARNING_S)
+    told, _ = await delivered(webhook)
+    assert (told["kind"], told["cluster"], told["expires_at"]) == ("lease_expiring", "early", lease.event.expires_at.isoformat())
+    events = await Webhook.until(stack.store, subjects.notification_events(stack.tenant, "late"),
+                                 lambda es: any(e.type == "NotificationAttempted" and e.final for e in es))
+    assert [e.id for e in events if e.type == "NotificationQueued"] == [f"late-{lease.seq}-lease_expiring"]
+    await subscribe(stack, webhook, "nothing", ["job_failed"])  # (another kind: no lease read for it)
+    assert await stack.store.read(subjects.notification_events(stack.tenant, "nothing")) == []

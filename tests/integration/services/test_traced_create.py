@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 from collections import Counter
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
@@ -15,11 +16,15 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contracts import subjects
+from contracts.commands import CreateCluster
 from contracts.events import JobSucceeded
 from contracts.governance import GovernancePut
 from muster import tracing
+from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import Append
+from services.governance.entrypoint import start_governance
 from tests import cli_in_process
+from tests.integration.governance.test_scheduler_failover import answered
 
 pytestmark = pytest.mark.nats
 CALLER = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
@@ -148,3 +153,32 @@ async def test_an_approval_is_in_the_jobs_trace_between_its_request_and_its_task
     assert not any("7f3a" in str(v) for s in spans for v in s.attributes.values())  # the comment is the approver's words
     tasks = [s for s in spans if s.name.startswith("task ")]
     assert tasks and under_job["job approved"].start_time <= min(t.end_time for t in tasks)
+
+
+async def test_a_scheduled_operations_job_is_in_the_trace_its_tick_started(exported: Waiting, stack: Any) -> None:
+    """Session 32: a tick's request carried no trace context, so a scheduled job's trace began at
+    the planner, and the governance service that sent it was in no trace. Its `schedule <verb>`
+    span is now the root of the job's trace, as a command's `muster <verb>` is."""
+    made = await stack.client.request(CreateCluster(name="nightly", template="hadoop-small", nodes=2))
+    assert isinstance(await stack.client.wait(made.job_id, timeout=60), JobSucceeded)
+    async with AsyncExitStack() as services:
+        nc = await connect(stack.url, name="governance")
+        services.push_async_callback(nc.close)
+        await start_governance(nc, services, "governance-traced")
+        schedule = {"name": "check", "every_s": 1, "verb": "check", "owner": principal_of(nc), "missed": "skip",
+                    "command": {"type": "CheckCluster", "cluster_id": made.cluster_id}}
+        subject = subjects.governance_events("default", "schedule", "check")
+        await stack.store.append(subject, [Append(GovernancePut(kind="schedule", name="check", entity=schedule, version=1, by="ada"),
+                                                  msg_id=f"{subject}:1")])
+        events = await answered(stack.store, 1, "check", tenant="default")
+    [job_id] = [e.job_id for e in events if e.type == "ScheduleAnswered"][:1]
+    assert job_id, events
+    assert isinstance(await stack.client.wait(job_id, timeout=60), JobSucceeded)
+    await exported.came("schedule check")
+    await exported.came("job check")
+    trace = (await (await stack.http.get(f"/v1/jobs/{job_id}")).json())["trace_id"]
+    spans: dict[str, Any] = {s.name: s for s in exported.get_finished_spans() if f"{s.context.trace_id:032x}" == trace}
+    tick, request, job = spans["schedule check"], spans["request check"], spans["job check"]
+    assert tick.parent is None and tick.instrumentation_scope.name == "muster.governance"
+    assert request.parent.span_id == tick.context.span_id and job.parent.span_id == request.context.span_id
+    assert tick.attributes["muster.job"] == job_id

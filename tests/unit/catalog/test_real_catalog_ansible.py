@@ -30,7 +30,7 @@ from services.provisioner.plugins.builtin.ansible.events import AnsibleLog
 
 
 def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any], step: str = "configure",
-              ip: str = "127.0.0.1") -> TaskOutcome:
+              ip: str = "127.0.0.1", path: str = "") -> TaskOutcome:
     import ansible_runner
 
     log = AnsibleLog()
@@ -41,7 +41,7 @@ def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any
         private_data_dir=str(work), playbook=str(REAL_CATALOG / "ansible" / playbook), quiet=True,
         inventory={"all": {"hosts": {"n1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}},
         extravars={"step": step, "muster": muster, "muster_home": str(tmp_path)}, event_handler=log.handle,
-        envvars={"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
+        envvars={"PATH": f"{Path(sys.executable).parent}:{path or os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
                  "ANSIBLE_LOCAL_TEMP": str(work / "tmp")})
     return outcome(f"{service} {step}", Action(step), str(runner.status), runner.rc, log)
 
@@ -176,3 +176,16 @@ def test_nats_a_stop_and_a_start_take_only_this_nodes_own_server_not_what_has_it
         if pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_redis_an_install_without_redis_server_fails_permanently_saying_what_to_install(tmp_path: Path) -> None:
+    """It said `No such file or directory: b'redis-server'`, three times (the shell flavour: the same
+    words, exit status 1, three times)."""
+    farm = tmp_path / "bin"  # the host's commands but redis-server
+    farm.mkdir()
+    for tool in Path("/usr/bin").iterdir():
+        if tool.name != "redis-server":
+            (farm / tool.name).symlink_to(tool)
+    missing = configure(tmp_path, "redis.yml", "redis-primary-ansible", {"redis": {}}, step="install", path=str(farm))
+    assert not missing.ok and missing.permanent, missing
+    assert "redis-server is not installed on n1 (the Debian package redis-server" in missing.error, missing.error

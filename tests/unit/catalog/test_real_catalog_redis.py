@@ -80,6 +80,14 @@ def test_a_primary_left_a_macro_fails_permanently_naming_the_flavours_own(tmp_pa
     assert not (tmp_path / "redis" / "redis.conf").exists()
 
 
+def test_an_install_without_redis_server_fails_permanently_saying_what_to_install(tmp_path: Path) -> None:
+    """Exit status 1: the planner tried it three times."""
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "MUSTER_HOSTNAME": "n1", "MUSTER_EXIT_PERMANENT": str(PERMANENT_EXIT)}
+    missing = subprocess.run(["/bin/sh", "-c", script(Action.INSTALL)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert missing.returncode == PERMANENT_EXIT, (missing.returncode, missing.stderr)
+    assert "redis-server is not installed on n1 (Debian's redis-server package" in missing.stderr
+
+
 def test_a_stop_keeps_the_data_a_restarted_primary_comes_back_with() -> None:
     """Without persistence a restarted primary comes back empty and its replicas follow it; the stop
     must not throw the data away either."""

@@ -180,9 +180,16 @@ def test_the_drift_of_a_failed_service_says_what_it_waits_for_and_of_a_deleted_c
     assert captured.get() == "cluster web (c) is deleted: no service runs on it\n"  # not "check it"
 
 
-def test_the_drift_of_a_service_whose_state_is_unknown_says_why() -> None:
-    """A node whose sshd died showed "unknown: check again, or look at the node", and its
-    reason was in the check job's history only."""
+@pytest.mark.parametrize(("state", "why", "action"), [
+    # A node whose sshd died showed "unknown: check again, or look at the node", and its reason was
+    # in the check job's history only.
+    ("unknown", "zk status: cannot connect to root@10.213.0.3:22: Connect call failed ('10.213.0.3', 22)",
+     "confirm the node through its provider (which brings its ssh back where it can), start it, check it"),
+    # examples/catalog-real's README: the services' status words show under a failed or stopped
+    # service; under a stopped one (a server killed by hand) the drift printed nothing.
+    ("stopped", "redis on 10.213.0.2 does not answer: Could not connect to Redis at 10.213.0.2:6379: Connection refused", "start it"),
+])
+def test_the_drift_of_a_service_whose_state_is_unknown_or_stopped_says_why(state: str, why: str, action: str) -> None:
     from contracts.layout import NodeSpec
     from muster import ops_session
     from muster.ops_care_cli import print_drift
@@ -190,34 +197,13 @@ def test_the_drift_of_a_service_whose_state_is_unknown_says_why() -> None:
     from muster.readmodel.observed import Drift
 
     node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["zk"])
-    why = "zk status: cannot connect to root@10.213.0.3:22: Connect call failed ('10.213.0.3', 22)"
     info = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="active", status_reason="",
-                       job_id="j", config={}, nodes=[node], observed={("n1", "zk"): "unknown"},
-                       observed_detail={("n1", "zk"): why}, drift=[Drift("n1", "zk", "running", "unknown")])
+                       job_id="j", config={}, nodes=[node], observed={("n1", "zk"): state},
+                       observed_detail={("n1", "zk"): why}, drift=[Drift("n1", "zk", "running", state)])
     with ops_session.out.capture() as captured:
         print_drift(info)
-    assert ("n1 zk: unknown, should be running -> confirm the node through its provider (which brings its ssh back where "
-            f"it can), start it, check it\n    its status said: {why}\n") in captured.get()
+    assert f"n1 zk: {state}, should be running -> {action}\n    its status said: {why}\n" in captured.get()
     assert "repair: muster cluster repair web" in captured.get()  # (a repair was refused: nothing reconnected the node)
-
-
-def test_the_drift_of_a_stopped_service_says_what_its_status_said() -> None:
-    """examples/catalog-real's README: the services' status words show under a failed or stopped
-    service; under a stopped one (a server killed by hand) the drift printed nothing."""
-    from contracts.layout import NodeSpec
-    from muster import ops_session
-    from muster.ops_care_cli import print_drift
-    from muster.readmodel.clusters import ClusterInfo
-    from muster.readmodel.observed import Drift
-
-    node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["redis-primary"])
-    why = "redis on 10.213.0.2 does not answer: Could not connect to Redis at 10.213.0.2:6379: Connection refused"
-    info = ClusterInfo(id="c", name="r1", tenant="t", template="x", provider="ns", status="active", status_reason="",
-                       job_id="j", config={}, nodes=[node], observed={("n1", "redis-primary"): "stopped"},
-                       observed_detail={("n1", "redis-primary"): why}, drift=[Drift("n1", "redis-primary", "running", "stopped")])
-    with ops_session.out.capture() as captured:
-        print_drift(info)
-    assert f"n1 redis-primary: stopped, should be running -> start it\n    its status said: {why}\n" in captured.get()
 
 
 def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pytest.CaptureFixture[str]) -> None:

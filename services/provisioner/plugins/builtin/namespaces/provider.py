@@ -4,11 +4,16 @@ host key is made per node and recorded as the node's result. Needs root.
 
 Nodes outlive the provisioner process (the kernel holds them); any provisioner on this machine with
 the same key directory can confirm or delete them. The providerid is the node's namespace name
-(`<prefix>-<8 hex>`), from which delete finds everything else.
+(`<prefix>-<8 hex>`), from which delete finds everything else. The name is the same for every
+attempt of a node's create (a digest of tenant, cluster and node), and the node's directory says
+which attempt made it (`owner`): a create cut short (its provisioner killed, its task cancelled at
+its deadline) leaves a half-made node no outcome names, which the next attempt removes before it
+makes its own, where a random name each attempt left it for good.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 import secrets
@@ -25,6 +30,8 @@ from . import rootfs, system
 _ID = re.compile(r"^([a-z0-9]{1,6})-[0-9a-f]{8}$")
 KEYS = "namespaces"
 """Client keys live in `<key_dir>/namespaces/<providerid>`."""
+OWNER = "owner"
+"""In the node's directory: `<tenant>/<cluster>/<node> <attempt>`, written before anything is made."""
 
 
 class NamespacesProvider(ProviderPlugin):
@@ -42,11 +49,21 @@ class NamespacesProvider(ProviderPlugin):
         try:
             prefix = system.check_prefix(str(ctx.fields.get("prefix") or "mu"))
             bridge_name = system.object_name(prefix, "br", interface=True)
-            name = system.object_name(prefix, secrets.token_hex(4), interface=True)
             network = _network(str(ctx.fields.get("network") or "10.213.0.0/16"))
         except system.SystemCommandError as err:
             return failed(f"create: {err}", permanent=True)
-        directory = self._base_dir(ctx) / name
+        owner, attempt = _owner(ctx), str(ctx.task.attempt)
+        name = system.object_name(prefix, hashlib.sha256(owner.encode()).hexdigest()[:8], interface=True)
+        directory, before = self._base_dir(ctx) / name, ""
+        if _exists(name, directory):
+            if _made_by(directory)[0] != owner:  # another node's name (32 bits of a digest), or not this base_dir's
+                name = system.object_name(prefix, secrets.token_hex(4), interface=True)
+                directory = self._base_dir(ctx) / name
+            else:  # an earlier attempt of this create, cut short
+                await self._remove(name, directory)
+                before = f"removed what an earlier attempt of this create had left ({name}); "
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / OWNER).write_text(f"{owner} {attempt}\n")
         key_id = f"{KEYS}/{name}"
         try:
             async with system.host_lock():  # the bridge stays while the veth is put on it
@@ -60,7 +77,8 @@ class NamespacesProvider(ProviderPlugin):
                 node, client_key.export_public_key().decode(), timeout=min(float(ctx.fields.get("sshd_timeout_s") or 15), ctx.remaining())
             )
         except (system.SystemCommandError, OSError) as err:
-            await self._remove(name, directory)  # nothing half-made stays for the retry to trip on
+            if _made_by(directory) == (owner, attempt):  # (not a later attempt's, made while this one was taken for lost)
+                await self._remove(name, directory)  # nothing half-made stays for the retry to trip on
             return failed(f"create: node {ctx.node.id}: {err}")
         algorithm = sshd.host_key.split()[0]
         return succeeded(
@@ -75,7 +93,7 @@ class NamespacesProvider(ProviderPlugin):
             ipaddresses={"access_v4": sshd.address, "bind_v4": sshd.address},
             hostname=node.hostname,
             stdout=(
-                f"node {ctx.node.id}: namespace {name}, {sshd.address} on bridge {bridge.name} ({bridge.network}), "
+                f"{before}node {ctx.node.id}: namespace {name}, {sshd.address} on bridge {bridge.name} ({bridge.network}), "
                 f"hostname {node.hostname}, sshd host key {sshd.fingerprint}"
             ),
         )
@@ -115,8 +133,16 @@ class NamespacesProvider(ProviderPlugin):
 
     async def delete(self, ctx: PluginContext) -> TaskOutcome:
         name = ctx.providerid
-        if not name or not _ID.match(name):
-            return succeeded(stdout=f"nothing to delete ({name or 'no providerid'} is not a namespace node)")
+        if not name:  # a create that never answered (a job's rollback): what it made is found by its name
+            refusal = system.root_refusal()
+            prefix = str(ctx.fields.get("prefix") or "mu")
+            if refusal or not _ID.match(f"{prefix}-00000000"):
+                return succeeded(stdout="nothing to delete (no providerid)")
+            name = system.object_name(prefix, hashlib.sha256(_owner(ctx).encode()).hexdigest()[:8], interface=True)
+            if _made_by(self._base_dir(ctx) / name)[0] != _owner(ctx):
+                return succeeded(stdout="nothing to delete (no providerid, and no node its create left)")
+        if not _ID.match(name):
+            return succeeded(stdout=f"nothing to delete ({name} is not a namespace node)")
         refusal = system.root_refusal()
         if refusal:
             return failed(refusal)
@@ -132,6 +158,23 @@ class NamespacesProvider(ProviderPlugin):
         system.release_leases(bridge, name)
         (self.env.key_dir / KEYS / name).unlink(missing_ok=True)
         await system.delete_bridge_if_unused(bridge)
+
+
+def _owner(ctx: PluginContext) -> str:
+    return f"{ctx.task.tenant}/{ctx.task.cluster_id}/{ctx.node.id}"
+
+
+def _exists(name: str, directory: Path) -> bool:
+    return Path("/run/netns", name).exists() or Path("/sys/class/net", name).exists() or directory.exists()
+
+
+def _made_by(directory: Path) -> tuple[str, str]:
+    """(owner, attempt) of the node in `directory`, from its `owner` file; ("", "") if none."""
+    try:
+        owner, _, attempt = (directory / OWNER).read_text().strip().rpartition(" ")
+    except OSError:
+        return "", ""
+    return owner, attempt
 
 
 def _network(raw: str) -> ipaddress.IPv4Network:
