@@ -39,7 +39,7 @@ def test_the_warning_says_how_to_find_a_provisioner_that_could_serve_and_the_rea
     said = unserved_warning("acme", "default", live, WAIT)
     assert said == ("no live provisioner serves tenant 'acme' (class 'default'): 3 queued task(s) wait until one registers; "
                     "2 live provisioner(s) of class 'default' serve other tenants: a super admin lists them with "
-                    "muster provisioners and grants one the queue: "
+                    "muster provisioners list --all and grants one the queue: "
                     "muster grant PROVISIONER execute --tenant acme --scope queue:default")
     assert "<" not in said
     # another tenant's provisioner is not named to this tenant's users (its id may name its tenant)
