@@ -1,0 +1,48 @@
+"""An attempt's timeout and the time its message waited in the queue (docs/decisions/0059): an
+attempt claimed late (every provisioner of its class busy, or paused) is given the whole timeout
+from its claim, not what was left of it when it was queued. On the harness's fakes."""
+
+from __future__ import annotations
+
+import pytest
+from planner_harness import Harness
+
+from contracts.commands import Accepted, CreateCluster
+from services.planner.app import PlannerConfig
+
+TIMEOUT_S = 100.0
+CREATE = "n1000.create"
+
+
+def _timed_out(h: Harness, job_id: str) -> list[tuple[str, int]]:
+    return [(e.task_id, e.attempt) for e in h.events(job_id, "TaskAttemptFailed") if e.state == "timed_out"]
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["live", "after-a-restart"])
+async def test_an_attempt_claimed_late_times_out_a_whole_timeout_after_its_claim(restart: bool) -> None:
+    """`after-a-restart`: the planner that saw the claim dies; the one rebuilt from the log
+    counts from the claim it reads there (timers rebuilt from the log)."""
+    h = Harness(config=PlannerConfig(instance="p1", segments=False, task_timeout_s=TIMEOUT_S))
+    h.behaviour = lambda m: "hold" if (m.task_id, m.attempt) == (CREATE, 1) else "succeed"
+    reply = await h.send(CreateCluster(name="late", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    job_id = reply.job_id
+    await h.settle()
+    [waiting] = [m for m in h.held if (m.task_id, m.attempt) == (CREATE, 1)]
+    h.held.remove(waiting)
+
+    await h.clock.advance(90)  # nobody had a slot for it: 90 s in the queue
+    await h.settle()
+    await h._work(waiting, "silent")  # claimed now, and running (no outcome yet)
+    await h.settle()
+    if restart:
+        await h.clock.advance(5)
+        await h.restart()
+        await h.settle()
+    await h.clock.advance(15 if restart else 20)  # 110 s after its queueing, 20 s after its claim
+    await h.settle()
+    assert _timed_out(h, job_id) == []
+
+    await h.clock.advance(TIMEOUT_S - 20 + 1)  # a whole timeout after the claim: silent for it
+    await h.settle()
+    assert _timed_out(h, job_id) == [(CREATE, 1)]
