@@ -378,9 +378,11 @@ class Execution:
         timeout outlast the action's own (docs/decisions/0059). Only an armed timeout moves (an
         attempt in flight from here), and only later: a task nobody claims still ends a timeout
         after its queueing. A later claim (a redelivery's) moves nothing: a delivery given back
-        unrun and claimed again, over and over, must not keep its attempt from ending."""
-        self.timers.postpone(("timeout", job_id, task_id, attempt),
-                             claimed_at + timedelta(seconds=self.config.task_timeout_s))
+        unrun and claimed again, over and over, must not keep its attempt from ending. The claim's
+        time is its writer's clock: never later than now here, so a provisioner's clock ahead
+        cannot put the deadline off (at most a timeout after the planner saw the claim)."""
+        since = min(claimed_at, self.timers.clock.now())
+        self.timers.postpone(("timeout", job_id, task_id, attempt), since + timedelta(seconds=self.config.task_timeout_s))
 
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed,
                            recorded: Recorded | None = None) -> None:

@@ -4,10 +4,15 @@ from its claim, not what was left of it when it was queued. On the harness's fak
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from planner_harness import Harness
 
+from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
+from contracts.events import TaskClaimed
+from contracts.records import Append
 from services.planner.app import PlannerConfig
 
 TIMEOUT_S = 100.0
@@ -44,5 +49,28 @@ async def test_an_attempt_claimed_late_times_out_a_whole_timeout_after_its_claim
     assert _timed_out(h, job_id) == []
 
     await h.clock.advance(TIMEOUT_S - 20 + 1)  # a whole timeout after the claim: silent for it
+    await h.settle()
+    assert _timed_out(h, job_id) == [(CREATE, 1)]
+
+
+async def test_a_claim_stamped_by_a_clock_ahead_puts_the_deadline_off_no_further_than_from_when_it_was_seen() -> None:
+    """A claim's time is its provisioner's clock (`Muster-Time`): an hour ahead, it is taken as
+    when the planner saw it."""
+    h = Harness(config=PlannerConfig(instance="p1", segments=False, task_timeout_s=TIMEOUT_S))
+    h.behaviour = lambda m: "hold" if (m.task_id, m.attempt) == (CREATE, 1) else "succeed"
+    reply = await h.send(CreateCluster(name="ahead", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    job_id = reply.job_id
+    await h.settle()
+    await h.clock.advance(90)
+    subject = subjects.task_events("default", job_id, CREATE, "prov-fake")
+    claim = TaskClaimed(job_id=job_id, task_id=CREATE, attempt=1, provisioner="prov-fake", worker="w1")
+    await h.log.append(subject, [Append(claim, msg_id=f"{job_id}.{CREATE}.1.claim.1",
+                                        time=h.clock.now() + timedelta(hours=1))])
+    await h.settle()
+    await h.clock.advance(TIMEOUT_S - 1)
+    await h.settle()
+    assert _timed_out(h, job_id) == []
+    await h.clock.advance(2)  # a timeout after the planner saw the claim, not after its stamp
     await h.settle()
     assert _timed_out(h, job_id) == [(CREATE, 1)]
