@@ -19,6 +19,16 @@ TIMEOUT_S = 100.0
 CREATE = "n1000.create"
 
 
+async def _create_held(name: str) -> tuple[Harness, str]:
+    """A create whose first attempt waits in the queue (held: nobody has a slot for it)."""
+    h = Harness(config=PlannerConfig(instance="p1", segments=False, task_timeout_s=TIMEOUT_S))
+    h.behaviour = lambda m: "hold" if (m.task_id, m.attempt) == (CREATE, 1) else "succeed"
+    reply = await h.send(CreateCluster(name=name, template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    return h, reply.job_id
+
+
 def _timed_out(h: Harness, job_id: str) -> list[tuple[str, int]]:
     return [(e.task_id, e.attempt) for e in h.events(job_id, "TaskAttemptFailed") if e.state == "timed_out"]
 
@@ -27,12 +37,7 @@ def _timed_out(h: Harness, job_id: str) -> list[tuple[str, int]]:
 async def test_an_attempt_claimed_late_times_out_a_whole_timeout_after_its_claim(restart: bool) -> None:
     """`after-a-restart`: the planner that saw the claim dies; the one rebuilt from the log
     counts from the claim it reads there (timers rebuilt from the log)."""
-    h = Harness(config=PlannerConfig(instance="p1", segments=False, task_timeout_s=TIMEOUT_S))
-    h.behaviour = lambda m: "hold" if (m.task_id, m.attempt) == (CREATE, 1) else "succeed"
-    reply = await h.send(CreateCluster(name="late", template="hadoop-small", nodes=2))
-    assert isinstance(reply, Accepted)
-    job_id = reply.job_id
-    await h.settle()
+    h, job_id = await _create_held("late")
     [waiting] = [m for m in h.held if (m.task_id, m.attempt) == (CREATE, 1)]
     h.held.remove(waiting)
 
@@ -56,12 +61,7 @@ async def test_an_attempt_claimed_late_times_out_a_whole_timeout_after_its_claim
 async def test_a_claim_stamped_by_a_clock_ahead_puts_the_deadline_off_no_further_than_from_when_it_was_seen() -> None:
     """A claim's time is its provisioner's clock (`Muster-Time`): an hour ahead, it is taken as
     when the planner saw it."""
-    h = Harness(config=PlannerConfig(instance="p1", segments=False, task_timeout_s=TIMEOUT_S))
-    h.behaviour = lambda m: "hold" if (m.task_id, m.attempt) == (CREATE, 1) else "succeed"
-    reply = await h.send(CreateCluster(name="ahead", template="hadoop-small", nodes=2))
-    assert isinstance(reply, Accepted)
-    job_id = reply.job_id
-    await h.settle()
+    h, job_id = await _create_held("ahead")
     await h.clock.advance(90)
     subject = subjects.task_events("default", job_id, CREATE, "prov-fake")
     claim = TaskClaimed(job_id=job_id, task_id=CREATE, attempt=1, provisioner="prov-fake", worker="w1")
