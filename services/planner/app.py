@@ -174,8 +174,8 @@ class Planner:
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
         await self._settled(recorded)
-        self.attempts.claimed(recorded)
-        self.execution.on_claimed(recorded)
+        first = self.attempts.claimed(recorded)
+        self.execution.on_claimed(recorded, first=first)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
         await self._settled(recorded)

@@ -43,12 +43,14 @@ class AttemptHolders:
     def writer(recorded: Recorded) -> str:
         return subjects.task_event_writer(recorded.subject) or str(recorded.event.provisioner)
 
-    def claimed(self, recorded: Recorded) -> None:
+    def claimed(self, recorded: Recorded) -> bool:
+        """Remember who claimed; whether it is the first claim of its attempt seen here (one
+        forgotten, `MAX_REMEMBERED`, is seen first again)."""
         event = recorded.event
         if self.writer(recorded) != event.provisioner:
             log.warning("claim refused: body and subject name different provisioners", seq=recorded.seq,
                         body=event.provisioner, subject=recorded.subject)
-            return
+            return False
         if self._count >= MAX_REMEMBERED:
             self._forget(MAX_REMEMBERED // 2)
         held = self.claims.setdefault(event.job_id, {})
@@ -57,8 +59,10 @@ class AttemptHolders:
         if before is None:
             held[key] = who
             self._count += 1
-        elif who not in self._names(before):
+            return True
+        if who not in self._names(before):
             held[key] = (*self._names(before), who)
+        return False
 
     def holders(self, job_id: str, task_id: str, attempt: int) -> tuple[str, ...]:
         """The provisioners seen claiming the attempt (none if forgotten, or never seen)."""

@@ -368,11 +368,26 @@ class Execution:
 
     # -- reactions ---------------------------------------------------------------------------
 
-    def on_claimed(self, recorded: Recorded) -> None:
+    def on_claimed(self, recorded: Recorded, first: bool = False) -> None:
+        """`first`: the first claim of its attempt seen here, from which its timeout counts."""
         event: TaskClaimed = recorded.event
         if event.job_id not in self.state.jobs:
             return  # another planner's job
         self.metrics.claimed(event.job_id, event.task_id, event.attempt, recorded.time)
+        if first:
+            self._from_claim(event.job_id, event.task_id, event.attempt, recorded.time)
+
+    def _from_claim(self, job_id: str, task_id: str, attempt: int, claimed_at: datetime) -> None:
+        """An attempt's timeout counts from its first claim, not from its queueing: the wait for
+        a free provisioner is not the provisioner's silence, and only from the claim does the
+        timeout outlast the action's own (docs/decisions/0059). Only an armed timeout moves (an
+        attempt in flight from here), and only later: a task nobody claims still ends a timeout
+        after its queueing. A later claim (a redelivery's) moves nothing: a delivery given back
+        unrun and claimed again, over and over, must not keep its attempt from ending. The claim's
+        time is its writer's clock: never later than now here, so a provisioner's clock ahead
+        cannot put the deadline off (at most a timeout after the planner saw the claim)."""
+        since = min(claimed_at, self.timers.clock.now())
+        self.timers.postpone(("timeout", job_id, task_id, attempt), since + timedelta(seconds=self.config.task_timeout_s))
 
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed,
                            recorded: Recorded | None = None) -> None:
@@ -476,12 +491,14 @@ class Execution:
         harmless, and their timeouts count from when they were queued."""
         self.traces.queued_at(job, queued_at)
         succeeded_at: dict[str, datetime] = {}  # (a segment's step's timeout runs from the success before it)
+        claimed_at: dict[tuple[str, int], datetime] = {}  # (and an attempt's from its first claim)
         for r in await self.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), start_seq=since_seq):
             if r.type == "TaskSucceeded" and job.segment_next:
                 succeeded_at[r.event.task_id] = r.time
             if r.type == "TaskClaimed":
                 if attempts is not None:
                     attempts.claimed(r)
+                claimed_at.setdefault((r.event.task_id, r.event.attempt), r.time)
                 self.on_claimed(r)
             elif r.type in ("TaskSucceeded", "TaskFailed") and job.is_current(r.event.task_id, r.event.attempt) and not job.is_final:
                 if attempts is not None and not await attempts.holds(r):
@@ -496,5 +513,9 @@ class Execution:
         def since(a: Attempt) -> datetime | None:
             before = links.get(a.task_id)
             return succeeded_at.get(before) if before is not None and before in succeeded_at else queued_at.get((a.task_id, a.attempt))
-        await self.publish_many(job, cluster, catalog, [(a, since(a)) for a in saga.queued_attempts(job)], again=True)
+        queued = saga.queued_attempts(job)
+        await self.publish_many(job, cluster, catalog, [(a, since(a)) for a in queued], again=True)
+        for a in queued:
+            if (a.task_id, a.attempt) in claimed_at:
+                self._from_claim(str(job.id), a.task_id, a.attempt, claimed_at[(a.task_id, a.attempt)])
         await self.advance(job, cluster)

@@ -81,6 +81,14 @@ class Timers:
             if due.call is not None:
                 due.call.cancel()
 
+    def postpone(self, key: TimerKey, at: datetime) -> bool:
+        """Move an armed `key` to `at` when that is later; False if it is not armed, or due sooner."""
+        due = self.handles.get(key)
+        if due is None or due.at >= at:
+            return False
+        self.disarm(key)
+        return self.arm(key, at)
+
     def armed(self, kind: str) -> list[TimerKey]:
         return [k for k in self.handles if k[0] == kind]
 
