@@ -303,26 +303,39 @@ def problems(config: Any, path: tuple[str | int, ...] = ()) -> list[str]:
     return []
 
 
-def services_named(config: Any) -> set[str]:
+def services_named(config: Any, kinds: frozenset[str] | None = None) -> set[str]:
     """The services whose nodes the config's macros name (`%ip.service.nats%`, `%num.service.x%`,
     ...): what a node's expanded config depends on besides the config itself, so a layout that
     changes who has them makes a config written before it stale (`readmodel/lifecycle.py`).
+    `kinds`: only macros of these kinds (`_kind`'s first part: host, ip, num, instance...).
     Ill-formed macros name nothing (the task that expands them fails on its own)."""
     if isinstance(config, str):
         found = set()
         for macro in macros_in(config) if "%" in config else ():
             try:
-                service = _kind(parse(macro).name)[2]
+                what, _, service = _kind(parse(macro).name)
             except MacroError:
                 continue
-            if service:
+            if service and (kinds is None or what in kinds):
                 found.add(service)
         return found
     if isinstance(config, Mapping):
-        return set().union(*(services_named(v) for v in config.values()))
+        return set().union(*(services_named(v, kinds) for v in config.values()))
     if isinstance(config, list):
-        return set().union(*(services_named(v) for v in config))
+        return set().union(*(services_named(v, kinds) for v in config))
     return set()
+
+
+NODE_VALUES = frozenset({"host", "ip"})
+"""The macro kinds that read other nodes' values a provider records (a host name, an address:
+the create's or the confirm's results); `num` and `instance` read the layout only."""
+
+
+def services_read(config: Any) -> set[str]:
+    """The services whose nodes' host names or addresses the macros read (`%ip.service.nats%`,
+    `%join(map(host.service.zk,'$:2181'),',')%`, `%ip.access_v4.service.x[0]%`): a task that
+    expands them waits for those nodes' confirm in a plan that makes them (`plan.py`)."""
+    return services_named(config, NODE_VALUES)
 
 
 def expand_task(task: TaskMessage) -> TaskMessage:
