@@ -73,8 +73,7 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     # First the nodes that could not be asked: their provider confirms them (and brings their
     # ssh back where it can, docs/plugins.md), then their services are started (a start leaves
     # one that runs as it is) and asked again.
-    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"}, whole=False,
-                          config=cluster.config)
+    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"}, whole=False)
     for service in sorted({s for (_, s), r in fixes.items() if r == "reinstall"}):
         failed = sorted({n for (n, s), r in fixes.items() if r == "reinstall" and s == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))

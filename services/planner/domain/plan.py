@@ -183,28 +183,32 @@ class _Builder:
     def add_reads(self, config: Any) -> None:
         """A service task whose macros (the cluster's config, or its own action's fields: the
         ansible automator expands its `vars`) read the host names or addresses of the nodes with
-        a service waits for the plan's confirm of each of those nodes, where the address is
-        recorded (a create's or a confirm's results). Without it the task could go in its own
+        a service waits for the plan's confirm of each of those nodes it creates, where the
+        address is recorded (a create's or a confirm's results). Without it the task could go in its own
         node's segment, queued with the nodes map of before the others were up (decision 58,
         item 8). One link per set of confirms read; a task whose chain predecessor already
         waits for them gets none. The own node's confirm stays among the sources (it precedes
         the task anyway): one link for all the nodes, not one per node without itself."""
-        confirms = {t.node: t.id for t in self.tasks.values() if t.action is A.CONFIRM}
+        from_config = frozenset(services_read(config)) if config else frozenset()
+        fields = {(name, action): frozenset(services_read(step.fields)) for name in self.hosts if name in self.catalog
+                  for action, step in self.catalog[name].provisioner.actions.items()}
+        if not (from_config or any(fields.values())):
+            return  # nothing reads another node (the demo catalog): no pass over the tasks
+        # The nodes the plan makes: another node's address is in the map already (a repair's
+        # confirm of a node that was up finds it where it was; waiting on it would serialize
+        # the repair's starts behind every reconnected node).
+        confirms = {t.node: task_id(t.node, A.CONFIRM, None) for t in self.tasks.values() if t.action is A.CREATE}
+        confirms = {n: c for n, c in confirms.items() if c in self.tasks}
         if not confirms:
             return
-        from_config = frozenset(services_read(config)) if config else frozenset()
         before = {b: a for a, b in self.chain}
         made = {s: [n for n in hosts if n in confirms] for s, hosts in self.hosts.items()}
-        fields: dict[tuple[str, Action], frozenset[str]] = {}
         reads: dict[str, frozenset[str]] = {}  # task -> the services it and its chain before it read
         targets: dict[frozenset[str], list[str]] = {}
         for task in self.tasks.values():  # a chain's tasks in order: a task's predecessor first
             if task.service is None or task.action in HARDWARE_ACTIONS:
                 continue
-            key = (task.service, task.action)
-            if key not in fields:
-                fields[key] = frozenset(services_read(self.catalog[task.service].provisioner.actions[task.action].fields))
-            read = from_config | fields[key]
+            read = from_config | fields[(task.service, task.action)]
             inherited = reads.get(before.get(task.id, ""), frozenset())
             reads[task.id] = read | inherited
             if any(n != task.node for s in read - inherited for n in made.get(s, ())):

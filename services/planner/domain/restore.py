@@ -78,7 +78,7 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
 
 
 def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
-                whole: bool = True, config: Any = None) -> list[Plan]:
+                whole: bool = True) -> list[Plan]:
     """Plans of `operation` on exactly these (node, service) pairs, never on a service's other
     nodes: with `whole`, the services meant on every node that has them in one plan over the
     cluster (as a cluster-wide operation plans them); the others one plan per set of nodes."""
@@ -92,9 +92,8 @@ def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], oper
             everywhere.append(service)
         else:
             groups.setdefault(tuple(sorted(on)), []).append(service)
-    plans = [build_plan(services, nodes, operation, services=everywhere, config=config)] if everywhere else []
-    return plans + [build_plan(services, nodes, operation, services=group, node_ids=list(on), config=config)
-                    for on, group in groups.items()]
+    plans = [build_plan(services, nodes, operation, services=everywhere)] if everywhere else []
+    return plans + [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:

@@ -66,3 +66,15 @@ def test_an_expand_waits_for_the_new_nodes_only_and_the_stages_stay() -> None:
     two = build_plan(nats(), [*nodes, node("n5", "nats")], "expand", node_ids=["n4", "n5"], config=ROUTES)
     assert set(two.predecessors("n4.install.nats")) == {"n4.bootstrap", "n4.confirm", "n5.confirm"}
     assert two.stages == build_plan(nats(), [*nodes, node("n5", "nats")], "expand", node_ids=["n4", "n5"]).stages
+
+
+def test_a_repair_s_confirm_of_nodes_that_were_up_holds_no_start_back() -> None:
+    """Their addresses are in the map already: only the nodes a plan makes are waited for."""
+    repair = build_plan(nats(), NODES, "repair-node", node_ids=["n1", "n2"], config=ROUTES)
+    assert repair.links == build_plan(nats(), NODES, "repair-node", node_ids=["n1", "n2"]).links
+
+
+def test_a_delete_of_services_gone_from_the_catalog_still_plans() -> None:
+    """Its nodes' services need not be in the catalog any more (`build_plan`)."""
+    plan = build_plan(catalog(), [node("n1", "gone")], "delete", config=ROUTES)
+    assert [t.id for t in plan.tasks] == ["n1.delete"]
