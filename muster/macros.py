@@ -326,17 +326,18 @@ def _parsed(config: Any) -> Iterator[Expression]:
             yield from _parsed(v)
 
 
-def services_named(config: Any) -> set[str]:
+def services_named(config: Any, kinds: frozenset[str] | None = None) -> set[str]:
     """The services whose nodes the config's macros name (`%ip.service.nats%`, `%num.service.x%`,
     ...): what a node's expanded config depends on besides the config itself, so a layout that
-    changes who has them makes a config written before it stale (`readmodel/lifecycle.py`)."""
+    changes who has them makes a config written before it stale (`readmodel/lifecycle.py`).
+    `kinds`: only macros of these kinds (`_kind`'s first part: host, ip, num, instance...)."""
     found = set()
     for expr in _parsed(config):
         try:
-            service = _kind(expr.name)[2]
+            what, _, service = _kind(expr.name)
         except MacroError:
             continue
-        if service:
+        if service and (kinds is None or what in kinds):
             found.add(service)
     return found
 
@@ -355,6 +356,18 @@ def instances_named(config: Any) -> dict[str, int]:
         if service:
             out[service] = max(out.get(service, 0), expr.instance)
     return out
+
+
+NODE_VALUES = frozenset({"host", "ip"})
+"""The macro kinds that read other nodes' values a provider records (a host name, an address:
+the create's or the confirm's results); `num` and `instance` read the layout only."""
+
+
+def services_read(config: Any) -> set[str]:
+    """The services whose nodes' host names or addresses the macros read (`%ip.service.nats%`,
+    `%join(map(host.service.zk,'$:2181'),',')%`, `%ip.access_v4.service.x[0]%`): a task that
+    expands them waits for those nodes' confirm in a plan that makes them (`plan.py`)."""
+    return services_named(config, NODE_VALUES)
 
 
 def expand_task(task: TaskMessage) -> TaskMessage:

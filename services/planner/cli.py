@@ -84,7 +84,8 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         raise Invalid(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
     try:
         catalog = load_catalog(catalog_dir)
-        provider = resolve_template(catalog, template).defaults.provider or ""
+        defaults = resolve_template(catalog, template).defaults
+        provider = defaults.provider or ""
     except (CatalogFileError, TemplateError) as err:
         raise Invalid(str(err)) from None
     read = read_nodes(nodes_file)
@@ -93,7 +94,8 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
     try:
         if operation == "add-services":
             nodes = with_added_services(catalog, nodes, named)
-        planned = build_plan(catalog.services, nodes, operation, services=named)
+        # The template's config, as a create's tasks carry it: its macros may make a task wait.
+        planned = build_plan(catalog.services, nodes, operation, services=named, config=defaults.config)
         # What the nodes cost an hour, from the catalog's hardware types (docs/governance.md).
         cost = {"cost": plan_cost(catalog.hardwaretypes, provider, nodes).model_dump(mode="json", exclude={"before_per_hour"})}
         if rolling is None:

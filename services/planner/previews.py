@@ -85,7 +85,7 @@ class Previews:
                 stopped, stopped_on = sorted(source.previous_stopped or []), source.previous_stopped_on
                 then = desired.stopped_pairs({n.id: n.services for n in target}, stopped, stopped_on)
                 restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config,
-                                       cluster.stopped_pairs(), then)
+                                       cluster.stopped_pairs(), then, config=config)
                 if not restore.plan.tasks:
                     raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
                 return Preview(restore.plan, list(target), interim=list(restore.interim), config=config, stopped=stopped,

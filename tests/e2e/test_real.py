@@ -55,6 +55,8 @@ class Real:
     prefix: str
     nodes_dir: Path
     deployment: Deployment
+    job: str = ""
+    """The job `run` ran last."""
 
     async def page(self, path: str) -> str:
         """A console page, as a signed-in person of the tenant gets it."""
@@ -66,7 +68,13 @@ class Real:
     async def run(self, command: object, ok: bool = True) -> str:
         outcome = await self.client.run(command, tenant=TENANT, timeout=600)  # type: ignore[arg-type]
         assert outcome.succeeded is ok, (outcome.final.type, outcome.reason)
+        self.job = outcome.reply.job_id
         return outcome.reply.cluster_id
+
+    async def failed_attempts(self) -> list[str]:
+        """The last job's attempts that failed (not a segment's step ended unrun), each its task and error."""
+        return [f"{r.event.task_id}: {r.event.error}" async for r in self.client.events(self.job, tenant=TENANT)
+                if isinstance(r.event, TaskAttemptFailed) and r.event.error not in UNRUN]
 
     def left(self) -> list[str]:
         """What of this run's prefix still exists: namespaces, interfaces, node directories, mounts."""
@@ -191,10 +199,14 @@ def kill_sshd(prefix: str, ip: str = "") -> list[int]:
 @LONG
 async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks_and_goes(real: Real) -> None:
     cluster = await real.run(CreateCluster(name="nats", template="nats-cluster", nodes=3, requested_by="test"))
+    # Each install reads every node's address (the routes' macro): it waited for them, and none
+    # failed once for want of one (`no bind_v4 address (it has: none yet)`, then retried).
+    assert await real.failed_attempts() == []
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert set((await members_by_node(info)).values()) == {3}
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
+    assert await real.failed_attempts() == []
     info = await real.client.cluster(cluster, tenant=TENANT)
     # The old nodes' nats.conf names the three of before: the drift says so (it said nothing).
     assert len({d.node for d in info.drift}) == 3 and {(d.service, d.observed, d.repair) for d in info.drift} == {("nats", "stale", "reconfigure")}
@@ -463,6 +475,7 @@ async def test_without_root_the_same_cluster_forms_on_loopback_addresses(real: R
     """The localhost provider's nodes (each its own 127.x.y.z): the fallback where namespaces cannot be made."""
     await apply_catalog(EventStore(real.client.nc), TENANT, real_catalog(real.prefix, real.nodes_dir, provider="local"), by="test")
     cluster = await real.run(CreateCluster(name="loop", template="nats-cluster", nodes=2, requested_by="test"))
+    assert await real.failed_attempts() == []  # each install waited for the other node's address
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert all(ips["access_v4"].startswith("127.77.") for ips in info.ipaddresses.values())
     assert set((await members_by_node(info)).values()) == {2}

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.catalog import HARDWARE_ACTIONS, Action, Service
 from contracts.layout import NodeSpec
+from muster.macros import services_read
 
 from .dependencies import DependencyResolver, Kind
 from .errors import PlanError, services_named
@@ -56,9 +58,12 @@ def build_plan(
     *,
     services: Sequence[str] | None = None,
     node_ids: Sequence[str] | None = None,
+    config: Any = None,
 ) -> Plan:
     """The task DAG of `operation` on the cluster `nodes` (semantics per operation in
-    docs/planner.md). Raises PlanError on invalid input or a dependency cycle."""
+    docs/planner.md). `config`: the cluster's config the tasks will carry, whose macros may read
+    other nodes' addresses (`_Builder.add_reads`). Raises PlanError on invalid input or a
+    dependency cycle."""
     if operation not in CHAINS:
         raise PlanError(f"unknown operation {operation!r}; operations are {sorted(CHAINS)}")
     op = OPERATIONS[operation]
@@ -75,6 +80,7 @@ def build_plan(
             chosen = [s for s in dict.fromkeys(node.services) if s in planned_services]
             builder.add_node(node.id, chosen, op.machine)
     builder.add_rules(resolver)
+    builder.add_reads(config)
     return Plan.assemble(builder.tasks.values(), builder.links(), builder.thrown_in)
 
 
@@ -173,6 +179,42 @@ class _Builder:
                 if sources:  # cross-node fan-in: one link, every host of every dependency
                     self.fanins.append((tuple(sources), tuple(self.planned[(rule.after, service)])))
         self._order_thrown_in(resolver)
+
+    def add_reads(self, config: Any) -> None:
+        """A service task whose macros (the cluster's config, or its own action's fields: the
+        ansible automator expands its `vars`) read the host names or addresses of the nodes with
+        a service waits for the plan's confirm of each of those nodes it creates, where the
+        address is recorded (a create's or a confirm's results). Without it the task could go in its own
+        node's segment, queued with the nodes map of before the others were up (decision 58,
+        item 8). One link per set of confirms read; a task whose chain predecessor already
+        waits for them gets none. The own node's confirm stays among the sources (it precedes
+        the task anyway): one link for all the nodes, not one per node without itself."""
+        from_config = frozenset(services_read(config)) if config else frozenset()
+        fields = {(name, action): frozenset(services_read(step.fields)) for name in self.hosts if name in self.catalog
+                  for action, step in self.catalog[name].provisioner.actions.items()}
+        if not (from_config or any(fields.values())):
+            return  # nothing reads another node (the demo catalog): no pass over the tasks
+        # The nodes the plan makes: another node's address is in the map already (a repair's
+        # confirm of a node that was up finds it where it was; waiting on it would serialize
+        # the repair's starts behind every reconnected node).
+        confirms = {t.node: task_id(t.node, A.CONFIRM, None) for t in self.tasks.values() if t.action is A.CREATE}
+        confirms = {n: c for n, c in confirms.items() if c in self.tasks}
+        if not confirms:
+            return
+        before = {b: a for a, b in self.chain}
+        made = {s: [n for n in hosts if n in confirms] for s, hosts in self.hosts.items()}
+        reads: dict[str, frozenset[str]] = {}  # task -> the services it and its chain before it read
+        targets: dict[frozenset[str], list[str]] = {}
+        for task in self.tasks.values():  # a chain's tasks in order: a task's predecessor first
+            if task.service is None or task.action in HARDWARE_ACTIONS:
+                continue
+            read = from_config | fields[(task.service, task.action)]
+            inherited = reads.get(before.get(task.id, ""), frozenset())
+            reads[task.id] = read | inherited
+            if any(n != task.node for s in read - inherited for n in made.get(s, ())):
+                targets.setdefault(read, []).append(task.id)
+        for read, tasks in targets.items():
+            self.fanins.append((tuple(confirms[n] for s in sorted(read) for n in made.get(s, ())), tuple(tasks)))
 
     def _order_thrown_in(self, resolver: DependencyResolver) -> None:
         """A thrown-in start waits for the plan's starts of what it needs, on every node: Coopr

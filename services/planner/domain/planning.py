@@ -153,7 +153,8 @@ def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cm
     op = job.operation
     if op in ("create", "expand"):
         change = resize.expand(current, layout, node_factory(cluster, catalog, current))
-        plan = build_plan(catalog.services, change.nodes, op, node_ids=None if op == "create" else change.planned)
+        plan = build_plan(catalog.services, change.nodes, op, node_ids=None if op == "create" else change.planned,
+                          config=cluster.config)
     elif op == "shrink":
         change = resize.shrink(current, layout)
         plan = build_plan(catalog.services, current, op, node_ids=change.planned)

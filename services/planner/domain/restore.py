@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.catalog import Service
 from contracts.layout import NodeSpec
@@ -38,9 +39,10 @@ class Restore:
 
 
 def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], target: Sequence[NodeSpec], config_changed: bool,
-                 stopped_now: Collection[Pair] = (), stopped_then: Collection[Pair] = ()) -> Restore:
+                 stopped_now: Collection[Pair] = (), stopped_then: Collection[Pair] = (), config: Any = None) -> Restore:
     """`stopped_now` / `stopped_then`: the (node, service) pairs meant to be stopped now and in
-    the target."""
+    the target. `config`: the one the tasks will carry (the target's), whose macros may read the
+    addresses of the nodes made again (`plan.build_plan`)."""
     now = {n.id: n for n in current}
     then = {n.id: n for n in target}
     common = [i for i in now if i in then]
@@ -56,7 +58,7 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     back = [then[i] for i in then if i not in now]
     interim = [*current, *back]
     if back:
-        phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back]))
+        phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back], config=config))
     added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
     missing = sorted({s for _, s in added})
     if missing:
