@@ -47,6 +47,8 @@ class Tenant:
     grant: Any = None
     ids: dict[str, str] = field(default_factory=dict)
     """Cluster name -> id, of those alice made."""
+    jobs: dict[str, str] = field(default_factory=dict)
+    """Cluster name -> the id of the job that made it."""
 
     async def muster(self, who: str, *args: str) -> Ran:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
@@ -97,6 +99,7 @@ async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant
             found = re.search(rf"cluster {name} \(({UUID.pattern})\)", created.out)
             assert found is not None, created.out
             made.ids[name] = found.group(1)
+            made.jobs[name] = created.out.split("job ")[1].split(",")[0]
         await grant("wanda", "write", f"cluster:{made.ids['c1']}")  # c1 only
         yield made
     finally:
@@ -176,3 +179,16 @@ async def test_a_pool_nobody_made_is_answered_to_a_tenants_user_in_its_own_terms
         "no pool 'nosuch': there are no pools yet (the deployment's operators make them: ask yours for one)"), body
     status, body = await acme.get("root", "/v1/pools/nosuch")
     assert status == 404 and "`muster pool add-hosts NAME FILE` makes one" in body["error"]["message"], body
+
+
+async def test_a_job_refused_to_one_who_may_not_read_its_cluster_asks_for_a_grant_on_the_job(acme: Tenant) -> None:
+    """A grant on a job's cluster covers the job, and a refusal asked for it by the cluster's id:
+    to one who may not read that cluster, the job's own grant is named instead."""
+    job, c1 = acme.jobs["c1"], acme.ids["c1"]
+    for args, permission in ((("status", job), "read"), (("job", "cancel", job), "execute")):
+        refused = await acme.muster("dave", *args)
+        assert refused.code == 4 and f"muster grant dave {permission} --scope job:{job})" in refused.err, refused
+        assert c1 not in refused.out + refused.err and "c1" not in refused.err, refused
+    # wanda reads c1 (her write on it): asked on the cluster, which covers every later job too.
+    refused = await acme.muster("wanda", "job", "cancel", job)
+    assert refused.code == 4 and f"muster grant wanda execute --scope cluster:{c1})" in refused.err, refused
