@@ -12,39 +12,26 @@ import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
 
-from contracts import subjects
-from muster.bus.connect import connect, principal_of
-from muster.bus.eventstore import EventStore
-from muster.catalog.files import load_catalog
-from muster.catalog.store import apply_catalog
 from muster.runtime.supervisor import Deployment
 from tests import cli_in_process
 
+from .deployed import Ran, auth_requests, deployed
+
 pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
-DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
 
 
 @dataclass
 class Tenant:
     deployment: Deployment
     tokens: dict[str, str] = field(repr=False)  # never in test output
-    grant: Any = None
     ids: dict[str, str] = field(default_factory=dict)
     """Cluster name -> id, of those alice made."""
     jobs: dict[str, str] = field(default_factory=dict)
@@ -66,21 +53,8 @@ class Tenant:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant]:
-    base = tmp_path_factory.mktemp("leaks")
-    deployment = Deployment(base / "deploy", tenants="acme", extra_args={"provisioner": ["--work-dir", str(base / "work")]})
-    await deployment.start()
-    nc = await connect(deployment.nats_url, name="test")  # the session's system identity
-    try:
-        catalog = load_catalog(DEMO)
-        sim = catalog.providers["sim"]
-        catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0-10"}})
-        await apply_catalog(EventStore(nc), "acme", catalog, by="test")
-
-        async def ask(verb: str, **body: Any) -> dict[str, Any]:
-            reply = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
-            answer = json.loads(reply.data)
-            assert answer["ok"], answer
-            return dict(answer.get("data") or {})
+    async with deployed(tmp_path_factory.mktemp("leaks"), ("acme",)) as (deployment, nc):  # nc: the system identity
+        ask = auth_requests(nc)
 
         async def grant(user: str, permission: str, scope: str) -> None:
             await ask("grant", principal=user, permission=permission, scope=scope, tenant="acme")
@@ -92,7 +66,7 @@ async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant
                                         ("wanda", "read", "catalog:*"), ("tina", "write", "cluster:*"),
                                         ("tina", "read", "catalog:clustertemplates/hadoop-small")):
             await grant(user, permission, scope)
-        made = Tenant(deployment, tokens, grant)
+        made = Tenant(deployment, tokens)
         for name in ("c1", "c2"):
             created = await made.muster("alice", "cluster", "create", name, "-t", "hadoop-small", "-n", "2", "--wait", "--timeout", "90")
             assert created.code == 0, created
@@ -102,9 +76,6 @@ async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant
             made.jobs[name] = created.out.split("job ")[1].split(",")[0]
         await grant("wanda", "write", f"cluster:{made.ids['c1']}")  # c1 only
         yield made
-    finally:
-        await nc.close()
-        await deployment.stop()
 
 
 async def test_a_request_id_another_principal_used_is_refused_naming_nothing_of_its_request(acme: Tenant) -> None:
