@@ -155,6 +155,13 @@ async def test_a_pool_nobody_made_is_answered_to_a_tenants_user_in_its_own_terms
         "no pool 'nosuch': there are no pools yet (the deployment's operators make them: ask yours for one)"), body
     status, body = await acme.get("root", "/v1/pools/nosuch")
     assert status == 404 and "`muster pool add-hosts NAME FILE` makes one" in body["error"]["message"], body
+    # The console's page says the same to each (its browser test reads the operator's words).
+    for who, said in (("dave", "there are no pools yet (the deployment&#39;s operators make them: ask yours for one)."),
+                      ("root", "there are no pools yet (<code>muster pool add-hosts NAME FILE</code> makes one).")):
+        async with aiohttp.ClientSession() as http, http.get(acme.deployment.tracker_url + "/ui/pools/nosuch", headers={
+                "Cookie": f"muster_session={acme.tokens[who]}"}) as resp:
+            page = await resp.text()
+        assert resp.status == 404 and f"There is no pool nosuch: {said}" in page, (who, page[-1500:])
 
 
 async def test_a_job_refused_to_one_who_may_not_read_its_cluster_asks_for_a_grant_on_the_job(acme: Tenant) -> None:
