@@ -134,7 +134,7 @@ async def test_a_dry_run_shows_only_the_prices_and_totals_its_requester_may_read
     assert said["cost"]["unknown"] == ["large"] and said["cost"]["per_hour"] == 0, said["cost"]
     assert said["policy"]["input"]["cost"]["per_hour"] == 0
     text = await acme.muster("tina", "cluster", "create", "tp1", "-t", "hadoop-small", "-n", "2", "--hardwaretype", "large", "--dry-run")
-    assert text.code == 0 and "0.20" not in text.out, text
+    assert text.code == 0 and "0.20" not in text.out and "large 2 × no price" in text.out, text
 
     refused = await acme.muster("wanda", "cluster", "cost")
     assert refused.code == 4, refused
