@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts import subjects
 from contracts.identity import Scope
-from services.auth.domain.authz import OPERATION_PERMISSIONS, may, may_operate, unmade_tenant
+from services.auth.domain.authz import may, may_operate, plan_refusal, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.admission import Refused
@@ -58,9 +58,7 @@ class OperationAuthz:
             if ctx.verb == "apply" and cluster_id and not may(principal, grants, "read", Scope(tenant=ctx.tenant, kind="cluster", id=cluster_id)):
                 # The plan named the cluster, not the requester: one it may not read is not named
                 # to it (its id, or a grant on it to ask for), as the tracker's reads would not.
-                raise Refused(f"{principal.id} may not apply this plan: it has no {OPERATION_PERMISSIONS[verb]} permission on "
-                              f"the plan's cluster in tenant {ctx.tenant}, nor read on it (a tenant admin can give them)",
-                              code="forbidden")
+                raise Refused(plan_refusal(principal.id, verb, ctx.tenant), code="forbidden")
             raise Refused(decision.reason, code="forbidden")
 
 

@@ -176,6 +176,14 @@ def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: st
     return decision if decision else Decision(False, decision.reason + how_to_get(principal, permission, scope, held))
 
 
+def plan_refusal(principal_id: str, verb: str, tenant: str) -> str:
+    """Why `principal_id` may not apply a saved plan whose cluster it may not read either: the
+    plan named the cluster, not the requester, so neither its id nor a grant on it is said
+    (the planner's and the tracker's words; docs/security.md, "What a refusal names")."""
+    return (f"{principal_id} may not apply this plan: it has no {OPERATION_PERMISSIONS[verb]} permission on the plan's "
+            f"cluster in tenant {tenant}, nor read on it (a tenant admin can give them)")
+
+
 def may_see_schedule(principal_id: str | None, allowed: Callable[[Permission, Scope], object], tenant: str,
                      schedule: Mapping[str, object]) -> bool:
     """Is `schedule` one of those a principal without `read` on the tenant is shown: the ones it

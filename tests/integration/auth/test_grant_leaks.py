@@ -50,8 +50,8 @@ class Tenant:
         assert self.tokens[who] not in ran.out + ran.err
         return ran
 
-    async def get(self, who: str, path: str) -> tuple[int, dict[str, Any]]:
-        async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers={
+    async def get(self, who: str, path: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as http, http.request(method, self.deployment.tracker_url + path, headers={
                 "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
             return resp.status, await resp.json()
 
@@ -122,6 +122,15 @@ async def test_a_plan_applied_by_one_who_may_not_read_its_cluster_does_not_name_
     # wanda may write (and so read) c1, not c2: the same.
     applied = await acme.muster("wanda", "cluster", "apply", plan_id)
     assert applied.code == 4 and acme.ids["c2"] not in applied.err, applied
+    # Through the API (the console's Apply too), whose own check named the cluster by its name:
+    # "expand refused: dave has no write permission on cluster c2 (<id>) ...".
+    status, body = await acme.get("dave", f"/v1/plans/{plan_id}/apply", "POST")
+    said = body["error"]["message"]
+    assert status == 403 and said.startswith("expand refused: dave may not apply this plan"), body
+    assert acme.ids["c2"] not in said and not named("c2", said), body
+    # A cluster's id given by the writer is named back, its name only to one who may read it.
+    status, body = await acme.get("dave", f"/v1/clusters/{acme.ids['c2']}", "DELETE")
+    assert status == 403 and acme.ids["c2"] in body["error"]["message"] and not named("c2", body["error"]["message"]), body
 
 
 async def test_a_dry_run_shows_only_the_prices_and_totals_its_requester_may_read(acme: Tenant) -> None:
