@@ -128,6 +128,9 @@ async def test_a_plan_applied_by_one_who_may_not_read_its_cluster_does_not_name_
     said = body["error"]["message"]
     assert status == 403 and said.startswith("expand refused: dave may not apply this plan"), body
     assert acme.ids["c2"] not in said and not named("c2", said), body
+    status, body = await acme.get("dave", f"/v1/plans/{plan_id}")  # reading it, the same
+    said = body["error"]["message"]
+    assert status == 403 and said.startswith("dave may not read this plan") and acme.ids["c2"] not in said, body
     # A cluster's id given by the writer is named back, its name only to one who may read it.
     status, body = await acme.get("dave", f"/v1/clusters/{acme.ids['c2']}", "DELETE")
     assert status == 403 and acme.ids["c2"] in body["error"]["message"] and not named("c2", body["error"]["message"]), body
