@@ -20,12 +20,20 @@ def rate(value: float) -> str:
 
 
 def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
-    """`small 6 × 0.05/h = 0.30/h`, one per hardware type (a type the layout does not count: its total alone)."""
+    """`small 6 × 0.05/h = 0.30/h`, one per hardware type (a type the layout does not count: its total
+    alone); a type without a price (`unknown`: none in the catalog, or one its reader may not read)
+    `large 2 × no price`, as `muster cluster cost` says it (`0.00/h` read as free)."""
     counts: Counter[str] = Counter()
     for group in layout.layout if layout is not None else []:
         counts[group.hardwaretype] += group.count
-    return [f"{h} {counts[h]} × {rate(total / counts[h])}/h = {rate(total)}/h" if counts[h] else f"{h} {rate(total)}/h"
-            for h, total in sorted(cost.get("by_hardware", {}).items())]
+    unknown = set(cost.get("unknown") or ())
+
+    def each(h: str, total: float) -> str:
+        if h in unknown:
+            return f"{h} {counts[h]} × no price" if counts[h] else f"{h} no price"
+        return f"{h} {counts[h]} × {rate(total / counts[h])}/h = {rate(total)}/h" if counts[h] else f"{h} {rate(total)}/h"
+
+    return [each(h, total) for h, total in sorted(cost.get("by_hardware", {}).items())]
 
 
 def waiting_cost(approval: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts import subjects
 from contracts.identity import Scope
-from services.auth.domain.authz import may, may_operate, unmade_tenant
+from services.auth.domain.authz import may, may_operate, plan_refusal, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.admission import Refused
@@ -52,8 +52,13 @@ class OperationAuthz:
             cluster_id = known.cluster_id if known is not None else None
         # A saved plan asks for what its own operation asks, on its own cluster (loaded by now).
         verb = op.verb if ctx.verb == "apply" else ctx.verb
-        decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, verb, cluster_id, job_id)
+        grants = self.state.grants_of(principal.id)
+        decision = may_operate(principal, grants, ctx.tenant, verb, cluster_id, job_id)
         if not decision:
+            if ctx.verb == "apply" and cluster_id and not may(principal, grants, "read", Scope(tenant=ctx.tenant, kind="cluster", id=cluster_id)):
+                # The plan named the cluster, not the requester: one it may not read is not named
+                # to it (its id, or a grant on it to ask for), as the tracker's reads would not.
+                raise Refused(plan_refusal(principal.id, verb, ctx.tenant), code="forbidden")
             raise Refused(decision.reason, code="forbidden")
 
 
@@ -67,5 +72,18 @@ def catalog_reads(state: IdentityState | None) -> Callable[[str | None, str], Ca
         principal = state.principals.get(principal_id or subjects.ANONYMOUS)
         grants = state.grants_of(principal.id) if principal is not None else frozenset()
         return lambda entity: bool(may(principal, grants, "read", Scope(tenant=tenant, kind="catalog", id=entity)))
+
+    return reader
+
+
+def totals_reads(state: IdentityState | None) -> Callable[[str | None, str], bool]:
+    """May a requester read the tenant's totals (every cluster's count, nodes and price), as
+    `GET /v1/cost` asks: `read` on every cluster of the tenant. A dry run shows them only then."""
+    def reader(principal_id: str | None, tenant: str) -> bool:
+        if state is None:
+            return True
+        principal = state.principals.get(principal_id or subjects.ANONYMOUS)
+        grants = state.grants_of(principal.id) if principal is not None else frozenset()
+        return bool(may(principal, grants, "read", Scope(tenant=tenant, kind="cluster", id="*")))
 
     return reader

@@ -15,7 +15,7 @@ from services.auth.domain.state import IdentityState
 from . import leases
 from .app import Planner
 from .attempts import AttemptHolders
-from .authz import OperationAuthz, catalog_reads
+from .authz import OperationAuthz, catalog_reads, totals_reads
 from .budget import SharedBudget
 from .config import PlannerConfig
 from .domain.limits import Limits
@@ -91,7 +91,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared,
-                        catalog_reader=catalog_reads(identities))
+                        catalog_reader=catalog_reads(identities), totals_reader=totals_reads(identities))
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,

@@ -229,17 +229,22 @@ class Governance:
             job.await_approval(told[-1])
         traces.marks(job, told)
 
-    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
+    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str, totals: bool = True) -> Any:
         """A dry run's cost, and what the policies and approval rules would say of it, for the
-        requester `by` (the subject's principal, as the real request is judged)."""
+        requester `by` (the subject's principal, as the real request is judged). The policies
+        judge the whole input; the answer shows only what `by` may read, as `GET /v1/cost` does:
+        prices of the hardware types it may read (`facts.may_read`), the tenant's totals only
+        with read on every cluster (`totals`)."""
         async def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
             judgement = await self.judge(rules, facts, by, before, cluster, preview.target,
                                          [t.action.value for t in preview.plan.tasks])
             v, wait = judgement.verdict, judgement.wait
-            return {"cost": judgement.cost.model_dump(mode="json"), "policy": {
+            cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
+            return {"cost": cost.model_dump(mode="json"), "policy": {
                 "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],
                 "warn": [f"{w.message} (policy {w.policy})" for w in v.warnings],
-                "approval": list(wait.rules) if wait is not None else [], "input": judgement.input}}
+                "approval": list(wait.rules) if wait is not None else [],
+                "input": shown_input(judgement.input, cost, totals)}}
 
         return notes
 
@@ -273,6 +278,28 @@ class Governance:
         if digest != a.get("digest"):
             return "the plan would not run as it was approved (it derives differently now): refused; ask again"
         return ""
+
+
+def shown_cost(cost: PlanCost, facts: Facts, provider: str, before: Cluster | None, target: list[Any]) -> PlanCost:
+    """`cost` at the prices of the hardware types the requester may read (one it may not has no
+    price: listed in `unknown`, as `muster cluster cost` says it)."""
+    hardware = facts.catalog.hardwaretypes
+    if facts.may_read is None:
+        return cost
+    readable = {name: h for name, h in hardware.items() if facts.may_read(f"hardwaretypes/{name}")}
+    if len(readable) == len(hardware):
+        return cost
+    previous = list(before.nodes.values()) if before is not None else []
+    return plan_cost(readable, provider, [] if facts.operation == "delete" else target, previous)
+
+
+def shown_input(doc: dict[str, Any], cost: PlanCost, totals: bool) -> dict[str, Any]:
+    """The policies' input as the requester is shown it: its cost as `shown_cost`, and the
+    tenant's totals (every cluster's count, nodes and price) null without read on them."""
+    shown = {**doc, "cost": cost.model_dump(mode="json", exclude={"per_node"})}
+    if not totals:
+        shown["tenant"] = {**doc["tenant"], "clusters": None, "nodes": None, "per_hour": None}
+    return shown
 
 
 def digest_of(job: Job, preview: Any) -> str:

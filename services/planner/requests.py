@@ -90,13 +90,21 @@ def same_request(known: Job, cmd: Any, by: str) -> None:
     """A request whose idempotency key made `known` is a retry only if it is the same request;
     another one under the same key is refused, naming the first job (as payment APIs do), never
     answered with a job it did not ask for. Each as sent by its principal (`by`): the log keeps
-    that as the request's `requested_by` (an older log the client's claim: its job's requester)."""
+    that as the request's `requested_by` (an older log the client's claim: its job's requester).
+    Another principal's request under the key learns only that it is taken (docs/security.md)."""
     again = {**cmd.model_dump(mode="json"), "requested_by": by}
     try:  # the first one as today's contracts read it (defaults added since then included)
         first = COMMAND_ADAPTER.validate_python(known.request).model_dump(mode="json")
     except ValidationError:
         first = dict(known.request)
     first["requested_by"] = known.requested_by or first.get("requested_by")
+    if first["requested_by"] != by:
+        # A request_id is the tenant's (it derives the job's id, and a create's cluster's), so
+        # another principal's key may meet this one: told it is taken, and nothing of the
+        # request that took it (its job, cluster, operation: what `by` may not read).
+        raise Refused(f"request_id {cmd.request_id!r} was used already in tenant {known.tenant} by another "
+                      "principal's request: use a new request_id (the CLI makes a random one when none is given)",
+                      code="conflict", field="request_id")
     if first != again:
         raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
                       f"cluster {known.cluster_id}), with a different request ({_difference(first, again)}): "
@@ -118,10 +126,12 @@ class Requests:
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
                  solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None,
                  callbacks: CallbackCheck | None = None, spend: SharedSpend | None = None,
-                 catalog_reader: Callable[[str | None, str], Callable[[str], bool]] | None = None) -> None:
+                 catalog_reader: Callable[[str | None, str], Callable[[str], bool]] | None = None,
+                 totals_reader: Callable[[str | None, str], bool] | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
         self.callbacks = callbacks
         self.catalog_reader = catalog_reader or (lambda principal, tenant: lambda entity: True)
+        self.totals_reader = totals_reader or (lambda principal, tenant: True)
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
@@ -274,7 +284,7 @@ class Requests:
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd), self.totals_reader(ctx.principal, ctx.tenant)),
                                                warnings=[*config_notes(facts), *await self._waits_for_workers(cluster)])  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
@@ -371,7 +381,8 @@ class Requests:
         if cmd.dry_run:
             return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts,
                                                warnings=[*notes, *await self._waits_for_workers(cluster)],
-                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
+                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd),
+                                                                          self.totals_reader(ctx.principal, tenant)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
         elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)

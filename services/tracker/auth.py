@@ -52,8 +52,9 @@ class Authz:
         """A refusal says what to do about it (`how_to_get`), as the planner's do."""
         if self.state is None:
             return Decision(True)
-        decision = may(self.principal, self.state.grants_of(self.principal.id), permission, scope)
-        return decision if decision else Decision(False, decision.reason + how_to_get(self.principal, permission, scope))
+        grants = self.state.grants_of(self.principal.id)
+        decision = may(self.principal, grants, permission, scope)
+        return decision if decision else Decision(False, decision.reason + how_to_get(self.principal, permission, scope, grants))
 
     def require(self, permission: Permission, scope: Scope) -> None:
         decision = self.may(permission, scope)

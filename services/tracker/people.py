@@ -91,29 +91,30 @@ async def _named(tracker: Tracker, tenant: str, name: str) -> list[str]:
 async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter: str = "cluster") -> tuple[str, str]:
     """(id, name) of the cluster `ref` names, which the principal may read: an id, or a name
     (the live cluster of that name, else the last deleted one). 404 when there is none, 400
-    when several live clusters share the name, 403 (naming the cluster) without `read`."""
+    when several live clusters share the name, 403 without `read` on an id (naming only the id
+    given). A name resolves among the clusters the principal may read: one it may not is
+    answered as no cluster of that name, as the console and the 400 id hint do (a 403 named
+    its id, docs/security.md)."""
     if not _REF.fullmatch(ref):
         raise BadParameter(parameter, f"{parameter} {shown(ref)} is neither a cluster id nor a cluster name")
     tracker = request.app[TRACKER]
+    authz = request[auth_.AUTHZ]
     if UUID_RE.fullmatch(ref):
         cluster_id = ref.lower()
         known = await _status(tracker, tenant, cluster_id)
         if known is None:
             raise not_found(f"no cluster {cluster_id} in tenant {tenant}")
-        name = known[0]
-    else:
-        states = {c: await _status(tracker, tenant, c) for c in await _named(tracker, tenant, ref)}
-        live = [c for c, s in states.items() if s is not None and s[1] != "deleted"]
-        if len(live) > 1:
-            raise BadParameter(parameter, f"{len(live)} live clusters are named {ref!r} ({', '.join(live)}): give the id")
-        chosen = live or [c for c, s in states.items() if s is not None][-1:]
-        if not chosen:
-            raise not_found(f"no cluster named {ref!r} in tenant {tenant}")
-        cluster_id, name = chosen[0], ref
-    decision = request[auth_.AUTHZ].may("read", Scope(tenant=tenant, kind="cluster", id=cluster_id))
-    if not decision:
-        raise auth_.Forbidden(decision.reason.replace(f"cluster {cluster_id}", f"cluster {name} ({cluster_id})") if name else decision.reason)
-    return cluster_id, name
+        authz.require("read", Scope(tenant=tenant, kind="cluster", id=cluster_id))
+        return cluster_id, known[0]
+    readable = [c for c in await _named(tracker, tenant, ref) if authz.may("read", Scope(tenant=tenant, kind="cluster", id=c))]
+    states = {c: await _status(tracker, tenant, c) for c in readable}
+    live = [c for c, s in states.items() if s is not None and s[1] != "deleted"]
+    if len(live) > 1:
+        raise BadParameter(parameter, f"{len(live)} live clusters are named {ref!r} ({', '.join(live)}): give the id")
+    chosen = live or [c for c, s in states.items() if s is not None][-1:]
+    if not chosen:
+        raise not_found(f"no cluster named {ref!r} in tenant {tenant}")
+    return chosen[0], ref
 
 
 # -- handlers ----------------------------------------------------------------------------------------

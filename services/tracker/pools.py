@@ -18,6 +18,7 @@ from services.pool.domain.views import change_for, pool_view, pools_there
 from services.pool.mirror import PoolMirror
 
 from . import auth as auth_
+from . import planner_view
 from .params import BadParameter, error, shown, tenant_of
 from .sse import deliveries, sse, stream_response
 from .still import end_if_lost
@@ -43,9 +44,10 @@ def pool_of(request: web.Request) -> str:
     return name
 
 
-def no_pool(mirror: PoolMirror, name: str) -> web.Response:
-    """A pool nobody made, with the pools there are (pools are every tenant's: "in tenant X" misled)."""
-    return error(404, f"no pool {name!r}: {pools_there(list(mirror.pools))}")
+def no_pool(request: web.Request, mirror: PoolMirror, name: str) -> web.Response:
+    """A pool nobody made, with the pools there are (pools are every tenant's: "in tenant X" misled),
+    or who makes one: a tenant's people were told an operator's command."""
+    return error(404, f"no pool {name!r}: {pools_there(list(mirror.pools), planner_view.sees_deployment(request[auth_.PRINCIPAL]))}")
 
 
 async def list_pools(request: web.Request) -> web.Response:
@@ -63,7 +65,7 @@ async def get_pool(request: web.Request) -> web.Response:
         raise BadParameter("hosts", f"hosts {shown(hosts)} is not true or false")
     pool = await request.app[POOLS].pool(name)
     if pool is None:
-        return no_pool(request.app[POOLS], name)
+        return no_pool(request, request.app[POOLS], name)
     view = pool_view(pool, tenant, hosts=True)
     if hosts == "false":
         view["hosts_detail"] = []
@@ -74,7 +76,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
     tenant, name = tenant_of(request), pool_of(request)
     mirror = request.app[POOLS]
     if await mirror.pool(name) is None:
-        return no_pool(mirror, name)
+        return no_pool(request, mirror, name)
     still = auth_.still_reading(request, None)  # a pool is read by any principal of the tenant: the token alone
     response = stream_response(request)
     with mirror.listening(name) as queue:

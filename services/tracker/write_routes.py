@@ -17,7 +17,7 @@ from contracts.limits import MAX_REQUEST_BYTES, NotJson, strict_json
 
 from . import csrf, write_api
 from .acting import ActingBus
-from .auth import AUTHZ, PRINCIPAL, _token_of, may_read
+from .auth import AUTHZ, PRINCIPAL, _token_of
 from .params import TRACKER, BadParameter, error, shown, tenant_of, uuid_of
 from .write_api import IDEMPOTENCY_KEY, MAX_KEY_LENGTH, WriteRoute
 from .writes import Actor, Written, refused, saved_plan, submit
@@ -152,7 +152,11 @@ async def get_plan(request: web.Request) -> web.Response:
     if found is None:
         return error(404, f"no plan {plan_id} in tenant {tenant}")
     saved, seq = found
-    may_read(request, Scope(tenant=tenant, kind="cluster", id=saved.cluster_id))
+    if not request[AUTHZ].may("read", Scope(tenant=tenant, kind="cluster", id=saved.cluster_id)):
+        # The plan names the cluster, not the reader: its id is not said to one who may not read
+        # it (the refusal named it, and a grant on it; docs/security.md, "What a refusal names").
+        return error(403, f"{request[PRINCIPAL].id} may not read this plan: it has no read permission on the plan's "
+                          f"cluster in tenant {tenant} (a tenant admin can give it)")
     return web.json_response({
         "plan_id": saved.plan_id, "operation": saved.operation, "cluster_id": saved.cluster_id, "job_id": saved.job_id,
         "applied": await tracker.job_exists(tenant, saved.job_id), "request": saved.command,

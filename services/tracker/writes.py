@@ -30,7 +30,7 @@ from contracts.governance import GovernanceAnswer
 from contracts.identity import Permission, Scope
 from muster.catalog.requests import ask_planner
 from muster.client import MusterClient, NoAnswer, RequestRejected
-from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope
+from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope, plan_refusal
 from services.planner.domain.operations import OPERATIONS
 
 from . import plans
@@ -163,7 +163,8 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
     written = answer(route, reply)
     cluster_id = ids.get("cluster_id")
     error = written.body.get("error")
-    named = bool(cluster_id) and error is not None and str(cluster_id) in str(error.get("message", ""))
+    named = bool(cluster_id) and error is not None and str(cluster_id) in str(error.get("message", "")) \
+        and _reads(actor, str(cluster_id))
     name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and named else ""
     return in_http_terms(written, values["request_id"], key, {cluster_id: name} if cluster_id and name else None)
 
@@ -239,9 +240,18 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     if decision:
         return None
     reason = getattr(decision, "reason", "") or "no permission"
-    # The auth rule names the cluster by id; its requester knows it by name (as the CLI says it).
-    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and cluster_id in reason else ""
+    reads = cluster_id is not None and _reads(actor, cluster_id)
+    if route.verb == "apply" and cluster_id and not reads:
+        return refused(403, f"{verb} refused: {plan_refusal(actor.principal, verb, actor.tenant)}")
+    # The auth rule names the cluster by id; its requester knows it by name (as the CLI says it),
+    # if it may read it (a plan's cluster was said by name to anyone holding the plan's id).
+    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and reads and cluster_id in reason else ""
     return in_http_terms(refused(403, f"{verb} refused: {reason}"), None, None, {cluster_id: name} if cluster_id and name else None)
+
+
+def _reads(actor: Actor, cluster_id: str) -> bool:
+    """May the writer read the cluster (and so be told its name)."""
+    return actor.may is None or bool(actor.may("read", Scope(tenant=actor.tenant, kind="cluster", id=cluster_id)))
 
 
 async def saved_plan(tracker: Tracker, tenant: str, plan_id: str) -> tuple[PlanSaved, int] | None:

@@ -111,13 +111,17 @@ def _ask_an_admin(grantor: Principal | None, grantee: Principal, permission: Per
     return f" (a tenant admin can {does}: muster {verb} {grantee.id} {permission} --scope {_scope_arg(scope)})"
 
 
-def how_to_get(principal: Principal | None, permission: Permission, scope: Scope) -> str:
+def how_to_get(principal: Principal | None, permission: Permission, scope: Scope, grants: Iterable[Grant] = ()) -> str:
     """What a user refused by `may` can do about it: ask a tenant admin for the grant, named as
     the command that gives it ('' when no grant would help: a stranger, a disabled principal,
     another tenant's scope, a service). Appended by the planner's and the tracker's refusals, so
-    the CLI, the API and the console say the same."""
+    the CLI, the API and the console say the same. A job's grant is asked on its cluster when
+    the user (its `grants`) may read that cluster; else on the job: the cluster's id is not
+    named to one who may not read it (docs/security.md, "What a refusal names")."""
     if principal is None or principal.disabled or principal.role != "user" or principal.tenant != scope.tenant:
         return ""
+    if scope.kind == "job" and scope.cluster and not may(principal, grants, "read", Scope(tenant=scope.tenant, kind="cluster", id=scope.cluster)):
+        scope = Scope(tenant=scope.tenant, kind="job", id=scope.id)
     return f" (a tenant admin can give it: muster grant {principal.id} {permission} --scope {_scope_arg(scope)})"
 
 
@@ -158,8 +162,17 @@ def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: st
     if permission is None:
         return Decision(False, f"unknown operation {verb!r}")
     scope = operation_scope(tenant, verb, cluster_id, job_id)
-    decision = may(principal, grants, permission, scope)
-    return decision if decision else Decision(False, decision.reason + how_to_get(principal, permission, scope))
+    held = tuple(grants)
+    decision = may(principal, held, permission, scope)
+    return decision if decision else Decision(False, decision.reason + how_to_get(principal, permission, scope, held))
+
+
+def plan_refusal(principal_id: str, verb: str, tenant: str) -> str:
+    """Why `principal_id` may not apply a saved plan whose cluster it may not read either: the
+    plan named the cluster, not the requester, so neither its id nor a grant on it is said
+    (the planner's and the tracker's words; docs/security.md, "What a refusal names")."""
+    return (f"{principal_id} may not apply this plan: it has no {OPERATION_PERMISSIONS[verb]} permission on the plan's "
+            f"cluster in tenant {tenant}, nor read on it (a tenant admin can give them)")
 
 
 def may_see_schedule(principal_id: str | None, allowed: Callable[[Permission, Scope], object], tenant: str,

@@ -20,10 +20,16 @@ from .pool import Pool, hosts, ordinal
 HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")
 
 
-def pools_there(names: list[str]) -> str:
+def pools_there(names: list[str], operator: bool = True) -> str:
     """What follows "no pool X: " wherever one nobody made is named (the bus, the API, the
-    console): the pools there are, or how one is made."""
-    return f"the pools are {', '.join(sorted(names))}" if names else "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)"
+    console): the pools there are, or how one is made: the command to an operator (`operator`:
+    the pool service's callers, a super admin, a service), to a tenant's people who makes one
+    (they may not run it)."""
+    if names:
+        return f"the pools are {', '.join(sorted(names))}"
+    if operator:
+        return "there are no pools yet (`muster pool add-hosts NAME FILE` makes one)"
+    return "there are no pools yet (the deployment's operators make them: ask yours for one)"
 
 
 def host_for(host: dict[str, Any], tenant: str | None) -> dict[str, Any]:

@@ -280,7 +280,8 @@ async def pool(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     found = await mirror.pool(name) if mirror is not None else None
     if found is None:  # with the pools there are, as `muster pool show` names them (a walk of session 27)
         listed = await every_pool(request, viewer)
-        return render(request, "pool_missing.html", viewer, 404, name=name, there=pools_there([p["pool"] for p in listed]), pools=listed)
+        return render(request, "pool_missing.html", viewer, 404, name=name, there=pools_there([p["pool"] for p in listed], viewer.operator),
+                      pools=listed)
     view = pool_view(found, viewer.tenant)
     return render(request, "pool.html", viewer, pool=view, terms=terms_for(found, viewer.tenant), seq=log_seq(found),
                   is_uuid=is_uuid)

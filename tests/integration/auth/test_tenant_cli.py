@@ -18,25 +18,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from contracts import subjects
-from muster.bus.connect import connect, principal_of
-from muster.bus.eventstore import EventStore
-from muster.catalog.files import load_catalog
-from muster.catalog.store import apply_catalog
 from muster.runtime.supervisor import Deployment
 from tests import cli_in_process
 
+from .deployed import DEMO, Ran, auth_requests, deployed
+
 pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
-
-DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-
 
 @dataclass
 class Day:
@@ -68,23 +55,9 @@ class Day:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def day(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Day]:
     base = tmp_path_factory.mktemp("tenants")
-    deployment = Deployment(base / "deploy", tenants="acme,beta", extra_args={"provisioner": ["--work-dir", str(base / "work")]})
-    await deployment.start()
-    nc = await connect(deployment.nats_url, name="test")  # the session's system identity
-    try:
+    async with deployed(base, ("acme", "beta")) as (deployment, nc):  # nc: the session's system identity
         tokens = {"root": deployment.admin_token() or ""}
-        catalog = load_catalog(DEMO)
-        sim = catalog.providers["sim"]
-        catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0-10"}})
-        for tenant in ("acme", "beta"):
-            await apply_catalog(EventStore(nc), tenant, catalog, by="test")
-
-        async def ask(verb: str, **body: Any) -> dict[str, Any]:
-            reply = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
-            answer = json.loads(reply.data)
-            assert answer["ok"], answer
-            return dict(answer.get("data") or {})
-
+        ask = auth_requests(nc)
         for user, tenant, grants in (("alice", "acme", ("write", "execute")), ("bob", "beta", ("write", "execute")),
                                      ("carol", "acme", ("read",))):
             tokens[user] = (await ask("user-create", principal=user, tenant=tenant))["token"]
@@ -92,9 +65,6 @@ async def day(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Day]:
                 await ask("grant", principal=user, permission=permission, scope="cluster:*", tenant=tenant)
             await ask("grant", principal=user, permission="read", scope="catalog:*", tenant=tenant)
         yield Day(deployment, tokens, base)
-    finally:
-        await nc.close()
-        await deployment.stop()
 
 
 async def test_a_tenants_user_does_its_day_with_its_own_token(day: Day) -> None:

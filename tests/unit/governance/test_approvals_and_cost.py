@@ -74,7 +74,7 @@ def test_a_plans_cost_comes_from_the_hardware_types_cost_fields() -> None:
     assert describe(cost) == "0.30/h for 4 nodes (was 0.05/h); no cost given for gpu"
     layout = Layout(nodes=3, layout=[LayoutGroup(hardwaretype="small", imagetype="centos", services=[], count=2),
                                      LayoutGroup(hardwaretype="large", imagetype="centos", services=[], count=1)])
-    assert hardware_rates(cost.model_dump(), layout) == ["gpu 0.00/h", "large 1 × 0.20/h = 0.20/h", "small 2 × 0.05/h = 0.10/h"]
+    assert hardware_rates(cost.model_dump(), layout) == ["gpu no price", "large 1 × 0.20/h = 0.20/h", "small 2 × 0.05/h = 0.10/h"]
 
 
 def test_muster_status_shows_a_jobs_policy_warnings_and_its_approval() -> None:

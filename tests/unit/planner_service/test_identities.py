@@ -117,4 +117,7 @@ async def test_the_log_keeps_the_request_as_its_principal_sent_it_not_the_client
     again = await h.send(claimed, principal="builder")
     assert isinstance(again, Accepted) and again.duplicate and again.job_id == accepted.job_id, again
     theirs = await h.send(claimed, principal="operator")
-    assert isinstance(theirs, Rejected) and theirs.field == "request_id" and accepted.job_id in theirs.reason, theirs
+    assert isinstance(theirs, Rejected) and theirs.field == "request_id" and theirs.code == "conflict", theirs
+    # ... told nothing of builder's request (its job, cluster, operation): docs/security.md.
+    assert theirs.job_id is None and accepted.job_id not in theirs.reason and accepted.cluster_id not in theirs.reason, theirs
+    assert "by another principal's request" in theirs.reason and "create" not in theirs.reason, theirs

@@ -22,7 +22,10 @@ T, CLUSTER, JOB = "acme", "6bfc8503-4835-5750-8971-eb4249f87fa8", "981c729b-83bd
 
 
 def refusing(permission: Permission, scope: Scope) -> Decision:
-    """The auth rule's words (`may_operate`): a job's grant is asked on its cluster."""
+    """The auth rule's words (`may_operate`): a job's grant is asked on its cluster. alice reads
+    the cluster (she knows it by name); anything more is refused."""
+    if permission == "read":
+        return Decision(True)
     cluster = scope.cluster or scope.id
     return Decision(False, f"alice has no {permission} permission on cluster {cluster} of tenant {T} "
                            f"(a tenant admin can give it: muster grant alice {permission} --scope cluster:{cluster})")
@@ -58,3 +61,15 @@ async def test_a_missing_grant_names_the_cluster_by_name_and_id(tracker: Tracker
     assert written.status == 403, written
     assert f"on cluster web ({CLUSTER}) of tenant acme" in message, message
     assert f"--scope cluster:{CLUSTER})" in message, message  # the grant to ask for: by id, as the CLI's
+
+
+async def test_one_who_may_not_read_the_cluster_is_not_told_its_name(tracker: Tracker) -> None:
+    """Session 32: the name was said to anyone refused (`cluster web (<id>)`), reader or not."""
+    def nothing(permission: Permission, scope: Scope) -> Decision:
+        return Decision(False, f"dave has no {permission} permission on cluster {scope.id} of tenant {T}")
+
+    actor = writes.Actor(T, "dave", "mst_dave_x_y", may=nothing)
+    written = await writes.submit(tracker, cast(Any, SimpleNamespace(own=None)), actor, BY_NAME["delete_cluster"],
+                                  {"cluster_id": CLUSTER}, None)
+    message = written.body["error"]["message"]
+    assert written.status == 403 and f"on cluster {CLUSTER} of tenant acme" in message and "web" not in message, message
