@@ -167,17 +167,20 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
     assert unknown.code == 2 and "no cluster named 'nope' in tenant acme" in unknown.err, unknown
     own = await day.muster("carol", "grant", "alice", "read", "--scope", "cluster:nope")  # (it read "in tenant of your token")
     assert own.code == 2 and "no cluster named 'nope' in the tenant of your token" in own.err, own
-    # A user of acme who may not read web, naming it to an operation: the refusal names the grant
-    # the operation needs (it named `read`: given that, the operation was refused for `write`).
+    # A user of acme who may not read web: by its name it is no cluster at all (its id was named,
+    # docs/security.md "What a refusal names"); by its id, the refusal names the grant the
+    # operation needs (it named `read`: given that, the operation was refused for `write`).
     saved = day.base / "dave.cred"
     made = await day.muster("root", "user", "create", "dave", "--tenant", "acme", "--save", str(saved))
     assert made.code == 0, made.err
     day.tokens["dave"] = json.loads(saved.read_text())["token"]
-    for args, needs in ((("cluster", "expand", "web", "--add", "1"), "write"), (("cluster", "restart", "web"), "execute"),
-                        (("cluster", "show", "web"), "read")):
-        ran = await day.muster("dave", *args)
-        assert ran.code == 4 and f"dave has no {needs} permission on cluster web ({web['id']}) of tenant acme" in ran.err, ran
-        assert f"muster grant dave {needs} --scope cluster:{web['id']}" in ran.err, ran
+    for args, needs in ((("cluster", "expand", "{}", "--add", "1"), "write"), (("cluster", "restart", "{}"), "execute"),
+                        (("cluster", "show", "{}"), "read")):
+        by_name = await day.muster("dave", *(a.format("web") for a in args))
+        assert by_name.code == 2 and "no cluster named 'web' in tenant acme" in by_name.err and web["id"] not in by_name.err, by_name
+        ran = await day.muster("dave", *(a.format(web["id"]) for a in args))
+        assert ran.code == 4 and f"dave has no {needs} permission on cluster {web['id']} of tenant acme" in ran.err, ran
+        assert f"muster grant dave {needs} --scope cluster:{web['id']}" in ran.err and "web" not in ran.err, ran
 
 
 async def test_a_tenants_log_names_no_other_tenant_its_provisioners_serve(day: Day) -> None:
