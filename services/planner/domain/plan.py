@@ -208,7 +208,7 @@ class _Builder:
         for task in self.tasks.values():  # a chain's tasks in order: a task's predecessor first
             if task.service is None or task.action in HARDWARE_ACTIONS:
                 continue
-            read = from_config | fields[(task.service, task.action)]
+            read = from_config | fields.get((task.service, task.action), frozenset())
             inherited = reads.get(before.get(task.id, ""), frozenset())
             reads[task.id] = read | inherited
             if any(n != task.node for s in read - inherited for n in made.get(s, ())):
