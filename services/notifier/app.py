@@ -119,7 +119,10 @@ class Notifier:
         if not subs:
             return
         cluster = fold_cluster(await self.log.read_through(r.subject, r.seq))
-        name = cluster.name if cluster is not None else ""
+        await self._warn_lease(tenant, subs, r, cluster.name if cluster is not None else "")
+
+    async def _warn_lease(self, tenant: str, subs: list[Subscription], r: Recorded, name: str) -> None:
+        """`r` (a ClusterLeaseChanged) queued for each of `subs` that wants its warning, when due."""
         ends: datetime | None = r.event.expires_at
         facts = {"cluster_id": r.event.cluster_id, "cluster": name or r.event.cluster_id,
                  "expires_at": ends.isoformat() if ends else None}
@@ -143,13 +146,9 @@ class Notifier:
             cluster = fold_cluster(history)
             lease = next((r for r in reversed(history) if isinstance(r.event, ClusterLeaseChanged)), None)
             if cluster is None or lease is None or cluster.status == "deleted" or lease.event.expires_at is None \
-                    or lease.event.expires_at <= now or not wants(sub, "lease_expiring", lease.event.cluster_id, cluster.name or ""):
+                    or lease.event.expires_at <= now:
                 continue
-            facts = {"cluster_id": lease.event.cluster_id, "cluster": cluster.name or lease.event.cluster_id,
-                     "expires_at": lease.event.expires_at.isoformat()}
-            when = due_at(sub, "lease_expiring", lease.time, lease.event.expires_at)
-            if when is not None:
-                await self._queue(tenant, sub, "lease_expiring", lease, when, facts)
+            await self._warn_lease(tenant, [sub], lease, cluster.name or "")
 
     async def _job_facts(self, tenant: str, r: Recorded) -> dict[str, Any] | None:
         history = await self.log.read_through(r.subject, r.seq)  # (the job's subject: ALL_JOB_EVENTS)
