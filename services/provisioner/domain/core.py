@@ -123,6 +123,11 @@ class Held:
     """A segment's steps after `task`, each run once the one before succeeded (docs/decisions/0058),
     as the message said them: each becomes a message of its own when it is next (`fold`)."""
     segment: bool = False
+    step: tuple[str, Append] | None = None
+    """The outcome of the step before (its subject, its append) that went with the claim on its
+    way: the two are one store, so a claim taken up again here goes with it again (were the
+    claim alone stored, the step's outcome would be lost and its planner would wait the step's
+    whole timeout for it)."""
 
 
 @dataclass
@@ -329,6 +334,7 @@ class WorkerCore:
             return self._cancelled(hid)
         if error is not None:
             return self._give_back(hid, "task handling failed; will be redelivered", error, now=now)
+        h.step = None  # (stored with the claim)
         if not self._in_term(h):
             self.stopped += 1
             return self._give_back(hid, "task not run: the provisioner's lease lapsed since its claim was sent", None, now=now)
@@ -366,7 +372,7 @@ class WorkerCore:
             done_subject = h.subject
             h.task = fold(nxt, h.task, outcome.result, outcome.ipaddresses, outcome.hostname)
             h.subject = subjects.task_events(h.task.tenant, h.task.job_id, h.task.task_id, self.config.provisioner_id)
-            h.stage = "claiming"
+            h.stage, h.step = "claiming", (done_subject, step)
             return [StoreStep(hid, done_subject, step), self._claim(hid, after=step), *after]
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
@@ -444,7 +450,10 @@ class WorkerCore:
             elif kind == "again":
                 h.delivery += 1  # as a redelivery's claim: its own key
                 h.stage = "claiming"
-                out.append(self._claim(hid))
+                if h.step is not None:  # (its step's outcome, not stored either: the pair again)
+                    out += [StoreStep(hid, *h.step), self._claim(hid, after=h.step[1])]
+                else:
+                    out.append(self._claim(hid))
             elif kind == "store":
                 assert h.outcome is not None
                 out.append(Store(hid, h.subject, h.outcome))

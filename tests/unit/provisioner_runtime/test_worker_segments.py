@@ -12,7 +12,7 @@ from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK, TERM
 from muster.ports.eventlog import ConcurrencyError, StepEnded
 from services.provisioner.domain.actions import Action, Answer, Claim, Read, Run, Store, StoreStep, WorkerConfig
-from services.provisioner.domain.core import WorkerCore, fold
+from services.provisioner.domain.core import RETRY_DELAY_S, WorkerCore, fold
 from services.provisioner.plugins.testing import make_task
 
 
@@ -221,3 +221,30 @@ def test_the_last_steps_outcome_expects_nothing() -> None:
     [run] = _only(core.claimed(held, 0.4), Run)
     [store] = _only(core.ran(held, TaskOutcome(ok=True), 0.5), Store)
     assert run.task.task_id == "n1.bootstrap" and store.append.step_fence is None
+
+
+def test_a_promised_segment_whose_step_and_claim_failed_sends_the_step_again_with_the_claim() -> None:
+    """The NATS restart fault scenario (a CI failure): the server died as a step's outcome and
+    the next claim went; the planner found the task queue lost and was told this provisioner
+    holds the segment, so it is taken up again here. The claim went again alone, the step's
+    outcome was never stored, and the planner waited the step's whole timeout for it (then ran it
+    again). The outcome must go again with the claim: they are one store."""
+    core = _core()
+    claim = _claim(core.delivered("t1", "r", _segment(), 1, 0.0))
+    core.claimed(claim.held, 0.0)
+    out = core.ran(claim.held, TaskOutcome(ok=True, result={"id": "vm-1"}, ipaddresses={"access": "10.0.0.9"}), 0.1, now=0.1)
+    [step], first = _only(out, StoreStep), _claim(out)
+    assert core.promise(0.2) == {"j.n1.confirm.1"}  # (the step it holds now)
+    assert _only(core.claimed(claim.held, 0.3, error=TimeoutError()), Answer) == []  # nobody to give it back to
+    again = core.due(0.3 + RETRY_DELAY_S)
+    [step_again], claim_again = _only(again, StoreStep), _claim(again)
+    assert step_again.append == step.append and step_again.subject == step.subject  # (its key: stored once)
+    assert _task_id(claim_again) == "n1.confirm" and claim_again.append.follows == step.append.msg_id
+    assert claim_again.append.msg_id != first.append.msg_id  # (a claim of its own delivery)
+    [run] = _only(core.claimed(claim.held, 1.5), Run)
+    assert run.task.task_id == "n1.confirm"
+    out = core.ran(claim.held, TaskOutcome(ok=True), 0.1, now=2.0)
+    assert _task_id(_only(out, StoreStep)[0]) == "n1.confirm"
+    core.claimed(claim.held, 2.1, error=TimeoutError())
+    [later] = _only(core.due(2.1 + RETRY_DELAY_S), StoreStep)
+    assert _task_id(later) == "n1.confirm"  # the step of now, not the one stored before
