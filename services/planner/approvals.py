@@ -134,8 +134,10 @@ class Approvals:
         return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,
                       catalog_version=saving.catalog_version(facts.catalog),  # the catalog the approved plan was made with
                       warnings=self.governance.changes(job, judgement),
-                      # as the approver may read them: the prices, the totals, the policies' words
-                      **self.governance.shown(replace(judgement, wait=None), facts, by, facts.cluster, cluster, preview))
+                      # the totals and the policies' words as the approver may read them; the plan's cost
+                      # whole, as `muster status` shows a waiting job's to whoever reads it
+                      **self.governance.shown(replace(judgement, wait=None), facts, by, facts.cluster, cluster, preview,
+                                              prices=True))
 
     async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
         self.execution.timers.disarm(("approval", str(job.id)))

@@ -160,15 +160,18 @@ class Governance:
         return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc, seen,
                          reads={p.name: disclosure.reads(p.source, priced) for p in rules.policies})
 
-    def reader(self, principal: str | None, tenant: str) -> disclosure.Reader:
-        """What `principal` may read of what a policy reads (None: a reader without grants)."""
-        return disclosure.reader(self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
+    def reader(self, principal: str | None, tenant: str, prices: bool = False) -> disclosure.Reader:
+        """What `principal` may read of what a policy reads (None: a reader without grants).
+        `prices`: the plan's prices whatever its catalog reads (an approver: a waiting job's
+        cost is shown to whoever reads the job)."""
+        return disclosure.reader(None if prices else self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
 
-    def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None) -> tuple[list[str], list[str]]:
+    def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None,
+             prices: bool = False) -> tuple[list[str], list[str]]:
         """The policies' denials and warnings as `who` is told them (`disclosure.shown`: a
         message whose policy read what `who` may not read is named, not said); `who` None: the
         job's record, which a reader without grants reads too."""
-        may = self.reader(principal, tenant)
+        may = self.reader(principal, tenant, prices)
         return tuple(  # type: ignore[return-value]
             [f"{f.message} (policy {f.policy})" for f in disclosure.shown(rule, found, judgement.reads, may, who)]
             for rule, found in (("deny", judgement.verdict.denials), ("warn", judgement.verdict.warnings)))
@@ -222,7 +225,7 @@ class Governance:
                               denials=_messages(verdict.denials), warnings=_messages(verdict.warnings), approved_by=by)
         subject = subjects.denied_events(job.tenant, str(job.id))
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:approval:{len(verdict.denials)}")])
-        told = (self.said(judgement, job.tenant, None, None)[0], self.said(judgement, job.tenant, by, by)[0])
+        told = (self.said(judgement, job.tenant, None, None)[0], self.said(judgement, job.tenant, by, by, prices=True)[0])
         record, answer = (f"approved by {by}, but the tenant's policies deny it now: {'; '.join(r)}; nothing ran: ask again"
                           for r in told)
         return record, answer
@@ -276,15 +279,15 @@ class Governance:
         return notes
 
     def shown(self, judgement: Judgement, facts: Facts, by: str, before: Cluster | None, cluster: Cluster,
-              preview: Any) -> dict[str, Any]:
+              preview: Any, prices: bool = False) -> dict[str, Any]:
         """A judgement's cost and policy notes as `by` (`facts.principal`) is shown them. The
         policies judge the whole input; the answer shows only what `by` may read, as `GET /v1/cost`
         does: prices of the hardware types it may read, the tenant's totals only with read on
         every cluster, and a policy's message only when `by` may read what that policy read."""
         wait = judgement.wait
-        facts = replace(facts, may_read=self.catalog_reader(facts.principal, facts.tenant))
+        facts = replace(facts, may_read=None if prices else self.catalog_reader(facts.principal, facts.tenant))
         cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
-        deny, warn = self.said(judgement, facts.tenant, facts.principal, by)
+        deny, warn = self.said(judgement, facts.tenant, facts.principal, by, prices)
         return {"cost": cost.model_dump(mode="json"), "policy": {
             "deny": deny, "warn": warn, "approval": list(wait.rules) if wait is not None else [],
             "input": shown_input(judgement.input, cost, self.totals_reader(facts.principal, facts.tenant))}}
