@@ -41,7 +41,7 @@ from muster.times import shown_time
 
 from .domain import bindings
 from .domain.deliveries import said
-from .domain.policies import PolicyCompileError, PolicySource, compile_policy
+from .domain.policies import PolicyCompileError, PolicySource, compile_policy, is_builtin
 from .domain.references import absent_inputs, unknown_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
@@ -231,7 +231,7 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
     if unknown:  # `policy apply` refuses it the same way
         raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
                                      "holds)", *unknown]), EXIT_INVALID)
-    if wrong := bindings.mistakes(_name(file), source):  # as `policy apply` refuses them
+    if wrong := bindings.mistakes(_name(file), source, is_builtin):  # as `policy apply` refuses them
         raise CliError("\n  ".join([f"{file}: the policy would not do what it says", *wrong]), EXIT_INVALID)
     try:
         document = yaml.safe_load(_text(input_file))

@@ -8,6 +8,9 @@ apply, naming the line, as `references.unknown_inputs` refuses a misspelt input 
   the module (a rule's head, an import, the left of `:=` or either side of `=`, a `some` or
   `every`, a reference's brackets `xs[i]`, `walk`'s output) counts as bound everywhere, so what
   is said is a name the module never binds at all.
+- **A call of no function**: `nosuchfn(x)`, a built-in rego-cpp does not have (`http.send`,
+  `net.cidr_contains`, v0's `any`), compiles, and every request reaching it is denied as "failed
+  to evaluate" (fail closed): the tenant is refused everything until someone reads why.
 - **`deny[msg] { ... }`**, Rego v0's partial set, is an object in Rego v1 (`{"msg": true}`):
   `deny` would never read as messages, and every request it holds for would be denied as
   "failed to evaluate". Said with what to write instead.
@@ -16,6 +19,7 @@ apply, naming the line, as `references.unknown_inputs` refuses a misspelt input 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*')
 _NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
@@ -97,9 +101,34 @@ def object_rules(source: str) -> list[tuple[int, str]]:
             for m in _OBJECT_RULE.finditer(code)]
 
 
-def mistakes(name: str, source: str) -> list[str]:
-    """Each of the two, as `policy apply` and `muster policy test` refuse them."""
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
+PRINT = "print"
+"""What rego-cpp evaluates that its `is_builtin` does not name (`muster policy test` shows it)."""
+
+
+def unknown_calls(source: str, is_builtin: Callable[[str], bool]) -> list[tuple[int, str]]:
+    """(line, name) of each call of a name that is neither a function of the module (a head
+    `f(x) := ...`) nor a built-in, once each."""
+    code = _blanked(source)
+    depths = _depths(code)
+    defined = {m.group(1) for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)\s*\(", code, re.MULTILINE) if depths[m.start(1)] == 0}
+    said: list[tuple[int, str]] = []
+    for found in _CALLED.finditer(code):
+        called = found.group(1)
+        if called in defined or called in KEYWORDS or called == PRINT or called in {n for _, n in said} or is_builtin(called):
+            continue
+        said.append((code.count("\n", 0, found.start()) + 1, called))
+    return said
+
+
+def mistakes(name: str, source: str, is_builtin: Callable[[str], bool] | None = None) -> list[str]:
+    """Each of them, as `policy apply` and `muster policy test` refuse them (`is_builtin`: the
+    interpreter's, `policies.is_builtin`; None: calls are not judged)."""
+    calls = unknown_calls(source, is_builtin) if is_builtin is not None else []
     return [*(f"policy {name!r} (line {line}): {why}" for line, why in object_rules(source)),
+            *(f"policy {name!r} (line {line}) calls `{called}`, which is neither a function of the policy nor a built-in of "
+              f"rego-cpp (the interpreter muster evaluates policies with): every request reaching it would be denied as "
+              f"failed to evaluate" for line, called in calls),
             *(f"policy {name!r} (line {line}) reads `{var}`, which no rule, import, `:=`, `some` or reference of it binds: "
               f"a rule reading it never holds, so the policy would allow what it refuses (OPA: var {var} is unsafe)"
               for line, var in unbound(source))]

@@ -32,7 +32,7 @@ from contracts.governance import (
 from contracts.records import Recorded
 
 from . import bindings
-from .policies import PolicyCompileError, compile_policy
+from .policies import PolicyCompileError, compile_policy, is_builtin
 from .references import unknown_inputs
 from .schedules import ScheduleError, check
 from .webhooks import scheme_problem, url_problems
@@ -179,7 +179,7 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             if unknown:
                 return None, [f"{label} reads what its input never has (undefined: a rule on it never holds): {u}"
                               for u in unknown]
-            if wrong := bindings.mistakes(entity.name, entity.source):
+            if wrong := bindings.mistakes(entity.name, entity.source, is_builtin):
                 return None, wrong
         elif isinstance(entity, ApprovalRule):
             wrong = [op for op in entity.operations if op not in RULE_OPERATIONS]

@@ -77,3 +77,20 @@ def test_policy_test_refuses_them_too(tmp_path: Path) -> None:
     (tmp_path / "in.json").write_text('{"request": {"nodes": 50}}')
     ran = CliRunner().invoke(main, ["policy", "test", str(tmp_path / "lim.rego"), "--input", str(tmp_path / "in.json")])
     assert ran.exit_code == 2 and "policy 'lim' (line 5) reads `limit`" in ran.output, ran.output
+
+
+@pytest.mark.parametrize(("call", "named"), [("nosuchfn(input.layout) > 3", "nosuchfn"),
+                                             ('http.send({"method": "get", "url": "http://x"})', "http.send"),
+                                             ("any([true])", "any")])
+def test_a_call_of_no_function_is_refused_naming_its_line(call: str, named: str) -> None:
+    source = f'package c\nimport rego.v1\n\ndeny contains "held" if {{\n  {call}\n}}\n'
+    verdict = evaluate_one(compile_policy("c", source), {"layout": [1, 2, 3, 4]})
+    assert "failed to evaluate" in verdict.denials[0].message  # what it did: every request reaching it denied
+    (problem,) = put("c", source)
+    assert problem.startswith(f"policy 'c' (line 5) calls `{named}`, which is neither a function of the policy nor a built-in"), problem
+
+
+def test_the_policys_own_functions_and_print_are_calls_it_may_make() -> None:
+    source = ('package f\nimport rego.v1\n\ndouble(x) := 2 * x\n\ndeny contains "big" if {\n  print("nodes", input.request.nodes)\n'
+              '  double(input.request.nodes) > 10\n  time.clock([input.now_ns, "UTC"])[0] > 3\n}\n')
+    assert put("f", source) == []
