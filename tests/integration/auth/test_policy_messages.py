@@ -9,7 +9,6 @@ planner, solver, provisioner, tracker)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +21,8 @@ from contracts import subjects
 from contracts.commands import ExpandCluster
 from muster.bus.connect import connect
 from muster.runtime.supervisor import Deployment
-from tests import cli_in_process
 
-from .deployed import Ran, auth_requests, deployed
+from .deployed import Ran, auth_requests, deployed, run_as
 
 pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -69,12 +67,7 @@ class Tenant:
     ids: dict[str, str] = field(default_factory=dict)
 
     async def muster(self, who: str, *args: str) -> Ran:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
-        env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
-                   MUSTER_TRACKER_URL=self.deployment.tracker_url)
-        ran = Ran(*await cli_in_process.run(args, env, 120))
-        assert self.tokens[who] not in ran.out + ran.err
-        return ran
+        return await run_as(self.deployment, self.tokens[who], *args)
 
     async def http(self, who: str, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
         async with aiohttp.ClientSession() as http, http.request(method, self.deployment.tracker_url + path, json=body, headers={
