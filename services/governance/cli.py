@@ -187,6 +187,11 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
+    # A policy applied before `policy apply` refused these (session 33) is still in force, and
+    # does not do what it says: its author is told here, where the tenant's policies are read.
+    for i in answer.items:
+        for wrong in bindings.mistakes(i["name"], str(i["entity"].get("source", "")), is_builtin):
+            click.echo(f"warning: {wrong}; apply it again corrected (`policy apply` refuses it now)", err=True)
 
 
 @policy.command("delete")

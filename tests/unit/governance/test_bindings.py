@@ -7,11 +7,14 @@ evaluate", a warn's too)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from contracts.governance import GovernanceAnswer
 from muster.cli import main
+from services.governance import cli
 from services.governance.domain.bindings import object_rules, unbound
 from services.governance.domain.entities import plan_puts
 from services.governance.domain.policies import compile_policy, evaluate_one
@@ -94,3 +97,21 @@ def test_the_policys_own_functions_and_print_are_calls_it_may_make() -> None:
     source = ('package f\nimport rego.v1\n\ndouble(x) := 2 * x\n\ndeny contains "big" if {\n  print("nodes", input.request.nodes)\n'
               '  double(input.request.nodes) > 10\n  time.clock([input.now_ns, "UTC"])[0] > 3\n}\n')
     assert put("f", source) == []
+
+
+def test_policy_list_warns_of_a_policy_applied_before_it_was_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One applied before session 33 is still in force and allows what it was written to refuse."""
+    items = [{"name": "lim", "version": 1, "by": "ada", "updated_at": "2026-12-01T00:00:00+00:00", "entity": {"source": LIMIT}},
+             {"name": "ok", "version": 2, "by": "ada", "updated_at": "2026-12-01T00:00:00+00:00",
+              "entity": {"source": EXAMPLES[0].read_text()}}]
+
+    async def answered(*_: Any, **__: Any) -> tuple[str, GovernanceAnswer]:
+        return "acme", GovernanceAnswer(ok=True, items=items)
+
+    monkeypatch.setattr(cli, "ask_in", answered)
+    ran = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1", "COLUMNS": "200"}).invoke(main, ["policy", "list"])
+    assert ran.exit_code == 0, ran.output
+    warned = [line for line in ran.output.splitlines() if line.startswith("warning: ")]
+    assert warned == ["warning: policy 'lim' (line 5) reads `limit`, which no rule, import, `:=`, `some` or reference of it "
+                      "binds: a rule reading it never holds, so the policy would allow what it refuses (OPA: var limit is "
+                      "unsafe); apply it again corrected (`policy apply` refuses it now)"], ran.output
