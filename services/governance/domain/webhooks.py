@@ -61,6 +61,11 @@ def url_problems(url: str) -> list[str]:
         problems.append(f"its URL's host {parts.hostname!r} is neither a host name nor an address")
     if parts.username is not None or parts.password is not None:
         problems.append(f"its URL carries a user or password before the host, which the log would keep in clear: {WHERE_INSTEAD}")
+    if parts.fragment or url.endswith("#"):
+        # Never sent (a client keeps it), yet kept in the log and shown: `#access_token=...` was
+        # stored in clear (session 33).
+        problems.append("its URL has a fragment (`#...`), which a webhook's request never sends and the log would keep in "
+                        "clear: leave it out")
     secret_params = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_name(k) or k.lower() in SIGNED})
     if secret_params:
         named = ", ".join(repr(k) for k in secret_params)

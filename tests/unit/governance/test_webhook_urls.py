@@ -25,6 +25,8 @@ def put(url: str) -> list[str]:
      "&sv=1.0&sig=abc", "query parameter 'sig' looks like a credential"),
     ("https://fn.azurewebsites.net/api/hook?code=abc", "query parameter 'code' looks like a credential"),
     ("https://bucket.s3.amazonaws.com/k?X-Amz-Signature=abc", "query parameter 'X-Amz-Signature' looks like"),
+    ("https://hooks.example/x#access_token=abc", "has a fragment (`#...`), which a webhook's request never sends"),
+    ("https://hooks.example/x#", "has a fragment"),
     ("http://", "names no host"),
     ("http://hooks.example:port/x", "cannot be read"),
     ("http://exa mple.com/x", "its URL's host 'exa mple.com' is neither a host name nor an address"),
