@@ -85,7 +85,7 @@ async def run(samples: int, cluster_events: int) -> dict[str, Any]:
                         t1 = time.perf_counter()
                         await stores[kind].read(catalog_filter(TENANT), up_to_seq=seq)
                         t2 = time.perf_counter()
-                        assert found is not None and found["cluster"] == "c1"
+                        assert found is not None and found[0]["cluster"] == "c1"
                         if i >= 10:
                             facts[kind].append((t1 - t0) * 1e6)
                             catalog[kind].append((t2 - t1) * 1e6)

@@ -39,8 +39,9 @@ from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 from muster.times import shown_time
 
+from .domain import bindings
 from .domain.deliveries import said
-from .domain.policies import PolicyCompileError, PolicySource, compile_policy
+from .domain.policies import PolicyCompileError, PolicySource, compile_policy, is_builtin
 from .domain.references import absent_inputs, unknown_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
@@ -186,6 +187,11 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
+    # A policy applied before `policy apply` refused these (session 33) is still in force, and
+    # does not do what it says: its author is told here, where the tenant's policies are read.
+    for i in answer.items:
+        for wrong in bindings.mistakes(i["name"], str(i["entity"].get("source", "")), is_builtin):
+            click.echo(f"warning: {wrong}; apply it again corrected (`policy apply` refuses it now)", err=True)
 
 
 @policy.command("delete")
@@ -230,6 +236,8 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
     if unknown:  # `policy apply` refuses it the same way
         raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
                                      "holds)", *unknown]), EXIT_INVALID)
+    if wrong := bindings.mistakes(_name(file), source, is_builtin):  # as `policy apply` refuses them
+        raise CliError("\n  ".join([f"{file}: the policy would not do what it says", *wrong]), EXIT_INVALID)
     try:
         document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:

@@ -10,6 +10,11 @@ Each attempt is a `NotificationAttempted`; a failed one arms a timer for the nex
 `domain/notices.py`), until one succeeds or the notifier gives up; one to a destination the
 operator's rule refuses (`muster/destinations.py`) is the last at once. On start, every notification
 not final in the log is owed again, its timer re-armed.
+
+Traces (docs/tracing.md): a notification of a traced job is queued under the job's span (its
+run's, for a retried job; a lease warning under what moved the lease), so its `NotificationQueued`
+carries that context in the log and every attempt, a restart's too, is a `notify <subscription>`
+span in the job's trace (attempt, status code, the next attempt's time, the error).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from contracts import subjects
 from contracts.events import ClusterLeaseChanged
 from contracts.governance import Subscription
 from contracts.notifications import NotificationAttempted, NotificationQueued
+from muster import tracing
 from muster.catalog.store import catalog_filter
 from muster.catalog.store import state_of as catalog_state
 from muster.destinations import DestinationRefused
@@ -36,6 +42,7 @@ from muster.readmodel.observed import needs_catalog
 from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
 
 log = structlog.get_logger("muster.notifier")
+tracer = tracing.Tracer("muster.notifier")
 
 Deliver = Callable[[str, Subscription, dict[str, Any], str], Awaitable[tuple[bool, int | None, str]]]
 """(tenant, subscription, body, notification id) -> (delivered, HTTP status, error); raises
@@ -61,6 +68,8 @@ class Owed:
     subscription: str
     queued: NotificationQueued
     attempts: int = 0
+    trace: str | None = None
+    """The span its attempts go under (the job's, as its `NotificationQueued` was appended): None, untraced."""
 
 
 def _key(tenant: str, subscription: str, nid: str) -> tuple[str, str, str]:
@@ -87,7 +96,7 @@ class Notifier:
             e = r.event
             if isinstance(e, NotificationQueued):
                 self.made.add(_key(tenant, subscription, e.id))
-                self.owed.setdefault(_key(tenant, subscription, e.id), Owed(tenant, subscription, e))
+                self.owed.setdefault(_key(tenant, subscription, e.id), Owed(tenant, subscription, e, trace=r.trace))
             elif isinstance(e, NotificationAttempted) and (owed := self.owed.get(_key(tenant, subscription, e.id))):
                 owed.attempts = e.attempt
                 if e.final:
@@ -105,13 +114,14 @@ class Notifier:
         subs = self.subscriptions(tenant)
         if not subs:
             return
-        facts = await self._job_facts(tenant, r)
-        if facts is None:
+        found = await self._job_facts(tenant, r)
+        if found is None:
             return
+        facts, trace = found
         for kind in kinds_of(r.type, facts["operation"], bool(facts.get("drift"))):
             for sub in subs:
                 if wants(sub, kind, facts["cluster_id"], facts["cluster"]):
-                    await self._queue(tenant, sub, kind, r, r.time, facts)
+                    await self._queue(tenant, sub, kind, r, r.time, facts, trace)
 
     async def on_lease_event(self, r: Recorded) -> None:
         tenant = r.subject.split(".")[2]
@@ -129,7 +139,7 @@ class Notifier:
         for sub in subs:
             when = due_at(sub, "lease_expiring", r.time, ends)
             if when is not None and wants(sub, "lease_expiring", r.event.cluster_id, name):
-                await self._queue(tenant, sub, "lease_expiring", r, when, facts)
+                await self._queue(tenant, sub, "lease_expiring", r, when, facts, r.trace)
 
     async def leases_before(self, tenant: str, sub: Subscription) -> None:
         """A subscription put that wants `lease_expiring`: the leases its tenant's clusters have
@@ -150,7 +160,9 @@ class Notifier:
                 continue
             await self._warn_lease(tenant, [sub], lease, cluster.name or "")
 
-    async def _job_facts(self, tenant: str, r: Recorded) -> dict[str, Any] | None:
+    async def _job_facts(self, tenant: str, r: Recorded) -> tuple[dict[str, Any], str | None] | None:
+        """What a notification of the job says, and the span it goes under: the job's run that
+        ended (its first run's is the job's own span, a retry's derived from it)."""
         history = await self.log.read_through(r.subject, r.seq)  # (the job's subject: ALL_JOB_EVENTS)
         first = history[0].event if history else None
         if first is None or first.type != "JobRequested":
@@ -161,15 +173,16 @@ class Notifier:
             found = cluster.drift(catalog_state(await self.log.read(catalog_filter(tenant), up_to_seq=r.seq)).catalog.services)
         drift = [d.to_json() for d in found]
         e = r.event
+        trace = tracing.run(getattr(first, "trace", None), first.job_id, sum(h.type == "JobRetried" for h in history))
         return {"job_id": first.job_id, "operation": first.operation, "cluster_id": first.cluster_id,
                 "cluster": cluster.name if cluster is not None and cluster.name else first.cluster_id,
                 "requester": first.requested_by, "state": state_of(r.type),
                 "reason": getattr(e, "reason", None), "expires_at": getattr(e, "expires_at", None),
                 "rules": getattr(e, "rules", None), "drift": drift or None, "count": len(drift) or None,
-                **({"drift_text": drift_text(drift)} if drift else {})}
+                **({"drift_text": drift_text(drift)} if drift else {})}, trace
 
     async def _queue(self, tenant: str, sub: Subscription, kind: str, cause: Recorded, when: datetime,
-                     facts: dict[str, Any]) -> None:
+                     facts: dict[str, Any], trace: str | None = None) -> None:
         nid = notification_id(sub.name, cause.seq, kind)
         key = _key(tenant, sub.name, nid)
         if key in self.made:
@@ -178,9 +191,13 @@ class Notifier:
         shown.pop("drift_text", None)
         queued = NotificationQueued(id=nid, subscription=sub.name, kind=kind, cause_seq=cause.seq, due_at=when,  # type: ignore[arg-type]
                                     body=body(kind, tenant, shown))
-        await self.log.append(subjects.notification_events(tenant, sub.name), [Append(queued, msg_id=f"notify:{tenant}:{nid}")])
+        await self.log.append(subjects.notification_events(tenant, sub.name),
+                              [Append(queued, msg_id=f"notify:{tenant}:{nid}", trace=trace)])
         self.made.add(key)
-        self.owed[key] = Owed(tenant, sub.name, queued)
+        self.owed[key] = Owed(tenant, sub.name, queued, trace=trace)
+        now = self.clock.now()
+        tracer.record("notification queued", tracing.child(trace), trace, now, now, tenant=tenant, subscription=sub.name,
+                      kind=kind, notification=nid, due_at=when.isoformat())
         self._arm(key, when)
 
     async def queue_test(self, tenant: str, sub: Subscription, nid: str) -> NotificationAttempted:
@@ -201,9 +218,19 @@ class Notifier:
         self.timers[key] = self.clock.call_at(when, lambda: self._attempt(key))
 
     async def _attempt(self, key: tuple[str, str, str], given: Subscription | None = None) -> NotificationAttempted:
-        """`given`: the subscription as the caller read it (a test right after `notify add`)."""
+        """`given`: the subscription as the caller read it (a test right after `notify add`).
+        A span in the job's trace when it is traced (`Owed.trace`); the outcome, appended inside
+        it, carries it in the log."""
         self.timers.pop(key, None)
         owed = self.owed[key]
+        tenant, name, nid = key
+        if owed.trace is None:
+            return await self._attempted(key, owed, given, None)
+        with tracer.span(f"notify {name}", owed.trace, kind="client", tenant=tenant, subscription=name,
+                         notification=nid, attempt=owed.attempts + 1, **{"muster.kind": owed.queued.kind}) as span:
+            return await self._attempted(key, owed, given, span)
+
+    async def _attempted(self, key: tuple[str, str, str], owed: Owed, given: Subscription | None, span: Any) -> NotificationAttempted:
         tenant, name, nid = key
         sub = given or next((s for s in self.subscriptions(tenant) if s.name == name), None)
         attempt = owed.attempts + 1
@@ -226,6 +253,7 @@ class Notifier:
             again = None if ok or refused or owed.queued.kind == "test" else next_attempt(attempt, self.clock.now())
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=ok, status=status, error=error[:500],
                                             final=ok or again is None, next_at=again)
+        _traced(span, sub, outcome)
         try:
             await self.log.append(subjects.notification_events(tenant, name),
                                   [Append(outcome, msg_id=f"notify:{tenant}:{nid}:{attempt}")])
@@ -281,3 +309,15 @@ class Notifier:
         for handle in self.timers.values():
             handle.cancel()
         self.timers.clear()
+
+
+def _traced(span: Any, sub: Subscription | None, outcome: NotificationAttempted) -> None:
+    """An attempt's outcome on its span (None: untraced): never the URL (it may be a secret's
+    reference's target) nor the body; the error as the log has it."""
+    if span is None:
+        return
+    tracing.set_attributes(span, target="webhook" if sub is not None and sub.webhook else "subject" if sub is not None else None,
+                           ok=outcome.ok, final=outcome.final, next_at=outcome.next_at.isoformat() if outcome.next_at else None,
+                           **({"http.response.status_code": outcome.status} if outcome.status is not None else {}))
+    if not outcome.ok:
+        tracing.set_error(span, outcome.error or "not delivered")

@@ -16,6 +16,7 @@ waiting and again at every resume.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -79,9 +80,9 @@ class Approvals:
             raise
         job.decide(True, by, cmd.comment, cmd.request_id, cost=judgement.cost)
         if judgement.verdict.denied:
-            reason = await self.governance.deny_approval(job, by, judgement)
+            reason, answer = await self.governance.deny_approval(job, by, judgement)
             await self._end(job, cluster, reason)
-            return Rejected(reason=reason, code="forbidden")  # as a request the policies deny at admission
+            return Rejected(reason=answer, code="forbidden")  # as a request the policies deny at admission
         news = self.governance.news(job, judgement)
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
@@ -127,16 +128,16 @@ class Approvals:
         if problem:
             raise Refused(f"approved now, it would be refused: {problem}", code="conflict")
         judgement = await self.governance.again(job, facts, cluster, preview)
-        verdict = judgement.verdict
         plan = {**preview.plan.to_json(), "thrown_in": shown_thrown_in(preview.plan)}
         if preview.batches:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,
                       catalog_version=saving.catalog_version(facts.catalog),  # the catalog the approved plan was made with
-                      cost=judgement.cost.model_dump(mode="json"), warnings=self.governance.changes(job, judgement),
-                      policy={"deny": [f"{d.message} (policy {d.policy})" for d in verdict.denials],
-                              "warn": [f"{w.message} (policy {w.policy})" for w in verdict.warnings],
-                              "approval": [], "input": judgement.input})
+                      warnings=self.governance.changes(job, judgement),
+                      # the totals and the policies' words as the approver may read them; the plan's cost
+                      # whole, as `muster status` shows a waiting job's to whoever reads it
+                      **self.governance.shown(replace(judgement, wait=None), facts, by, facts.cluster, cluster, preview,
+                                              prices=True))
 
     async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
         self.execution.timers.disarm(("approval", str(job.id)))

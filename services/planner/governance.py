@@ -13,6 +13,7 @@ tenant's policies as they are at the approval then judge it again (`again`, deci
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from muster.readmodel.cost import rate
 from muster.times import shown_time
-from services.governance.domain import approvals
+from services.governance.domain import approvals, disclosure
 from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
 from services.governance.domain.inputs import document
@@ -70,6 +71,8 @@ class Judgement:
     """The document the policies were evaluated on (a dry run shows it: `muster policy test --input`)."""
     seen: int = 0
     """The revision of the tenant's shared spend its totals were read at (a reservation's check)."""
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Policy -> the scopes a reader needs `read` on to be shown its messages (`disclosure.reads`)."""
 
 
 def _messages(findings: tuple[Finding, ...]) -> list[PolicyMessage]:
@@ -90,12 +93,21 @@ def labels(cluster: Cluster) -> dict[str, str]:
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
+CatalogReader = Callable[[str | None, str], Callable[[str], bool]]
+TotalsReader = Callable[[str | None, str], bool]
+
+
 class Governance:
     def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None, sandbox: PolicySandbox | None = None,
-                 shared: SharedSpend | None = None) -> None:
+                 shared: SharedSpend | None = None, catalog_reader: CatalogReader | None = None,
+                 totals_reader: TotalsReader | None = None) -> None:
         self.state, self.clock, self.shared = state, clock, shared
         """`shared`: the tenants' spend on the other planners' shards (None: one planner, every cluster)."""
         self.role_of = role_of or (lambda principal: "unknown")
+        self.catalog_reader: CatalogReader = catalog_reader or (lambda principal, tenant: lambda entity: True)
+        self.totals_reader: TotalsReader = totals_reader or (lambda principal, tenant: True)
+        """What a principal may read of a tenant's catalog and totals (`authz.catalog_reads`,
+        `totals_reads`): what a policy's message and a preview show it (`disclosure`)."""
         self.sandbox = sandbox or PolicySandbox()
         """Where policies are evaluated: a child process, each policy within a deadline."""
 
@@ -144,7 +156,30 @@ class Governance:
                        tenant_per_hour=spent + cost.before_per_hour)
         verdict = await self.sandbox.evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
-        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc, seen)
+        priced = {n.hardwaretype for n in [*remaining, *previous]} - set(cost.unknown)
+        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc, seen,
+                         reads={p.name: disclosure.reads(p.source, priced) for p in rules.policies})
+
+    def reader(self, principal: str | None, tenant: str, prices: bool = False) -> disclosure.Reader:
+        """What `principal` may read of what a policy reads (None: a reader without grants).
+        `prices`: the plan's prices whatever its catalog reads (an approver: a waiting job's
+        cost is shown to whoever reads the job)."""
+        return disclosure.reader(None if prices else self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
+
+    def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None,
+             prices: bool = False) -> tuple[list[str], list[str]]:
+        """The policies' denials and warnings as `who` is told them (`disclosure.shown`: a
+        message whose policy read what `who` may not read is named, not said); `who` None: the
+        job's record, which a reader without grants reads too."""
+        may = self.reader(principal, tenant, prices)
+        return tuple(  # type: ignore[return-value]
+            [f"{f.message} (policy {f.policy})" for f in disclosure.shown(rule, found, judgement.reads, may, who)]
+            for rule, found in (("deny", judgement.verdict.denials), ("warn", judgement.verdict.warnings)))
+
+    def _recorded(self, judgement: Judgement, tenant: str) -> list[PolicyMessage]:
+        """The warnings as the job records them: its record is read by whoever reads the job."""
+        return _messages(tuple(disclosure.shown("warn", judgement.verdict.warnings, judgement.reads,
+                                                self.reader(None, tenant), None)))
 
     async def deny(self, facts: Facts, by: str, cluster_id: str, judgement: Judgement) -> None:
         """Record the refusal (there is no job), then refuse with the policies' messages."""
@@ -153,7 +188,9 @@ class Governance:
                               denials=_messages(verdict.denials), warnings=_messages(verdict.warnings))
         subject = subjects.denied_events(facts.tenant, facts.job_id)
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:{len(verdict.denials)}")])
-        reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
+        # The log (`muster history --governance`, read with `read` on the tenant) has the policies'
+        # words; the requester is told those it may read (docs/security.md, "What a refusal names").
+        reasons = "; ".join(self.said(judgement, facts.tenant, facts.principal, by)[0])
         # Said as what refused it: the CLI puts "expand rejected: " before it (it was "expand
         # rejected: expand denied by the tenant's policies: ...").
         raise Refused(f"the tenant's policies deny it: {reasons}", code="forbidden")
@@ -180,33 +217,35 @@ class Governance:
         remaining = [] if job.operation == "delete" else job.nodes  # (as `judge`: a delete leaves nothing)
         return plan_cost(catalog.hardwaretypes, cluster.provider, remaining, job.previous_nodes)
 
-    async def deny_approval(self, job: Job, by: str, judgement: Judgement) -> str:
-        """Record that the policies refused the approved plan; the reason the job fails with."""
+    async def deny_approval(self, job: Job, by: str, judgement: Judgement) -> tuple[str, str]:
+        """Record that the policies refused the approved plan; the reason the job fails with (its
+        record: whoever reads the job reads it) and the approver's answer (what `by` may read)."""
         verdict = judgement.verdict
         event = RequestDenied(job_id=str(job.id), cluster_id=job.cluster_id, operation=job.operation, by=job.requested_by or "",
                               denials=_messages(verdict.denials), warnings=_messages(verdict.warnings), approved_by=by)
         subject = subjects.denied_events(job.tenant, str(job.id))
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:approval:{len(verdict.denials)}")])
-        reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
-        return f"approved by {by}, but the tenant's policies deny it now: {reasons}; nothing ran: ask again"
+        told = (self.said(judgement, job.tenant, None, None)[0], self.said(judgement, job.tenant, by, by, prices=True)[0])
+        record, answer = (f"approved by {by}, but the tenant's policies deny it now: {'; '.join(r)}; nothing ran: ask again"
+                          for r in told)
+        return record, answer
 
-    @classmethod
-    def news(cls, job: Job, judgement: Judgement) -> list[str]:
+    def news(self, job: Job, judgement: Judgement) -> list[str]:
         """What an approval's answer says: warnings the policies give now (recorded), and a cost
         that differs from the one the approval request showed (the catalog's prices changed)."""
         if judgement.verdict.warnings:
             earlier = [PolicyMessage.model_validate(w) for w in job.warnings]
             known = {(m.policy, m.message) for m in earlier}  # a policy applied again keeps its old warning once
-            job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in _messages(judgement.verdict.warnings)
+            job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in self._recorded(judgement, job.tenant)
                                                                            if (m.policy, m.message) not in known]))
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
-        return out + [f"{c}; the policies allowed it at that cost" for c in cls.changes(job, judgement, warnings=False)]
+        return out + [f"{c}; the policies allowed it at that cost" for c in self.changes(job, judgement, warnings=False)]
 
-    @staticmethod
-    def changes(job: Job, judgement: Judgement, warnings: bool = True) -> list[str]:
-        """What differs now from what the approval request showed: the cost, a new warning."""
+    def changes(self, job: Job, judgement: Judgement, warnings: bool = True) -> list[str]:
+        """What differs now from what the approval request showed: the cost, a new warning (as
+        the job records it: compared with the job's record)."""
         known = {(w["policy"], w["message"]) for w in job.warnings}
-        out = [f"{w.message} (policy {w.policy}; new since the request)" for w in judgement.verdict.warnings
+        out = [f"{w.message} (policy {w.policy}; new since the request)" for w in self._recorded(judgement, job.tenant)
                if warnings and (w.policy, w.message) not in known]
         asked = (job.approval or {}).get("cost") or {}
         if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
@@ -219,7 +258,7 @@ class Governance:
         mark in the job's trace: admission saves them itself, not through `Execution.execute`)."""
         told: list[Any] = []
         if judgement.verdict.warnings:
-            told.append(PolicyWarned(job_id=str(job.id), warnings=_messages(judgement.verdict.warnings)))
+            told.append(PolicyWarned(job_id=str(job.id), warnings=self._recorded(judgement, job.tenant)))
             job.warn(told[-1])
         wait = judgement.wait
         if wait is not None:
@@ -229,24 +268,29 @@ class Governance:
             job.await_approval(told[-1])
         traces.marks(job, told)
 
-    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str, totals: bool = True) -> Any:
+    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
         """A dry run's cost, and what the policies and approval rules would say of it, for the
-        requester `by` (the subject's principal, as the real request is judged). The policies
-        judge the whole input; the answer shows only what `by` may read, as `GET /v1/cost` does:
-        prices of the hardware types it may read (`facts.may_read`), the tenant's totals only
-        with read on every cluster (`totals`)."""
+        requester `by` (the subject's principal, as the real request is judged)."""
         async def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
             judgement = await self.judge(rules, facts, by, before, cluster, preview.target,
                                          [t.action.value for t in preview.plan.tasks])
-            v, wait = judgement.verdict, judgement.wait
-            cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
-            return {"cost": cost.model_dump(mode="json"), "policy": {
-                "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],
-                "warn": [f"{w.message} (policy {w.policy})" for w in v.warnings],
-                "approval": list(wait.rules) if wait is not None else [],
-                "input": shown_input(judgement.input, cost, totals)}}
+            return self.shown(judgement, facts, by, before, cluster, preview)
 
         return notes
+
+    def shown(self, judgement: Judgement, facts: Facts, by: str, before: Cluster | None, cluster: Cluster,
+              preview: Any, prices: bool = False) -> dict[str, Any]:
+        """A judgement's cost and policy notes as `by` (`facts.principal`) is shown them. The
+        policies judge the whole input; the answer shows only what `by` may read, as `GET /v1/cost`
+        does: prices of the hardware types it may read, the tenant's totals only with read on
+        every cluster, and a policy's message only when `by` may read what that policy read."""
+        wait = judgement.wait
+        facts = replace(facts, may_read=None if prices else self.catalog_reader(facts.principal, facts.tenant))
+        cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
+        deny, warn = self.said(judgement, facts.tenant, facts.principal, by, prices)
+        return {"cost": cost.model_dump(mode="json"), "policy": {
+            "deny": deny, "warn": warn, "approval": list(wait.rules) if wait is not None else [],
+            "input": shown_input(judgement.input, cost, self.totals_reader(facts.principal, facts.tenant))}}
 
     @staticmethod
     def warnings(job: Job) -> list[str]:

@@ -135,7 +135,8 @@ class Requests:
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s), spend)
+        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s), spend,
+                                     self.catalog_reader, self.totals_reader)
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
@@ -284,7 +285,7 @@ class Requests:
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd), self.totals_reader(ctx.principal, ctx.tenant)),
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
                                                warnings=[*config_notes(facts), *await self._waits_for_workers(cluster)])  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
@@ -381,8 +382,7 @@ class Requests:
         if cmd.dry_run:
             return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts,
                                                warnings=[*notes, *await self._waits_for_workers(cluster)],
-                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd),
-                                                                          self.totals_reader(ctx.principal, tenant)))
+                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
         elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)

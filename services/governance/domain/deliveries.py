@@ -37,8 +37,8 @@ def said(delivery: dict[str, Any] | None) -> str:
     if state == "queued":
         return f"queued {delivery.get('kind')} (due at {shown_time(delivery['due_at'])})"
     status = f"HTTP {delivery['status']}" if delivery.get("status") else ""
+    test = "test " if delivery.get("test") else ""  # (a test's delivery is no notification's: it said `delivered` alike)
     if state == "delivered":
-        return f"delivered at {at}" + (f" ({status})" if status else "")
+        return f"{test}delivered at {at}" + (f" ({status})" if status else "")
     tail = f"; next at {shown_time(delivery['next_at'])}" if delivery.get("next_at") else ""
-    test = "test " if delivery.get("test") else ""
     return f"{test}{state} at {at}: {delivery.get('error') or status or 'no answer'} (attempt {delivery.get('attempt')}{tail})"

@@ -31,10 +31,11 @@ from contracts.governance import (
 )
 from contracts.records import Recorded
 
-from .policies import PolicyCompileError, compile_policy
+from . import bindings
+from .policies import PolicyCompileError, compile_policy, is_builtin
 from .references import unknown_inputs
 from .schedules import ScheduleError, check
-from .webhooks import url_problems
+from .webhooks import scheme_problem, url_problems
 
 
 @dataclass
@@ -164,6 +165,9 @@ class Put:
 def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
     """The entity parsed, or every problem with it."""
     label = f"{kind} {body.get('name')!r}" if isinstance(body.get("name"), str) else kind
+    hook = body.get("webhook") if kind == "subscription" else None
+    if isinstance(hook, Mapping) and isinstance(hook.get("url"), str) and (unfit := scheme_problem(hook["url"])):
+        return None, [f"{label}: webhook.url: {unfit}"]
     try:
         entity = ENTITY_OF[kind].model_validate(body)
     except ValidationError as err:
@@ -175,6 +179,8 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             if unknown:
                 return None, [f"{label} reads what its input never has (undefined: a rule on it never holds): {u}"
                               for u in unknown]
+            if wrong := bindings.mistakes(entity.name, entity.source, is_builtin):
+                return None, wrong
         elif isinstance(entity, ApprovalRule):
             wrong = [op for op in entity.operations if op not in RULE_OPERATIONS]
             if wrong:

@@ -121,6 +121,11 @@ def _interpreter() -> Any:
     return rego
 
 
+def is_builtin(name: str) -> bool:
+    """Whether rego-cpp has this built-in (`count`, `time.clock`; not `http.send`)."""
+    return bool(_interpreter().is_builtin(name))
+
+
 def compile_policy(name: str, source: str, version: int = 0) -> CompiledPolicy:
     """The policy compiled, or PolicyCompileError with the first problem's line and reason."""
     found = _PACKAGE.search(source)

@@ -150,11 +150,22 @@ def reads_tenant_totals(source: str) -> bool:
     undefined), so what its verdict reads of `input` is in its own source; a tenant reserves if
     any of its policies reads them (`Rules.spends`), a library module binding `input.tenant` to
     a variable included."""
+    return reads_input(source, "tenant", but="name")
+
+
+def reads_cost(source: str) -> bool:
+    """Whether the policy may read the plan's cost (`input.cost`, or `input` whole): prices of the
+    catalog's hardware types, which not every requester may read (docs/security.md)."""
+    return reads_input(source, "cost")
+
+
+def reads_input(source: str, top: str, but: str = "") -> bool:
+    """Whether the policy reads `input.<top>` (other than `input.<top>.<but>`), or `input` whole."""
     code = _code(source)
     if _WHOLE.search(code):
         return True
     for found in _PATH.finditer(code):
         steps = [m.group(1) or m.group(2) for m in _STEP.finditer(found.group(1))]
-        if steps[0] == "tenant" and (len(steps) == 1 or steps[1] != "name"):
+        if steps[0] == top and (len(steps) == 1 or not but or steps[1] != but):
             return True
     return False

@@ -18,6 +18,12 @@ WHERE_INSTEAD = ("give the URL as a reference, secret://<name>, to the notifier'
 
 
 _LABEL = re.compile(r"(?!-)[\w-]{1,63}(?<!-)")
+SIGNED = frozenset({"sig", "signature", "code", "x-amz-signature", "x-goog-signature"})
+"""Query parameters that are the credential of well-known webhook URLs, whatever the secrets
+rule says of their names (docs/secrets.md: `code` or `signature` is no secret in a config):
+Azure Functions' `?code=<function key>`, Teams and Power Automate workflows' and Azure SAS'
+`?sig=`, a pre-signed URL's `X-Amz-Signature`."""
+_SCHEME = re.compile(r"^(https?|secret)://")
 
 
 def _host(host: str) -> bool:
@@ -27,6 +33,16 @@ def _host(host: str) -> bool:
         return True
     except ValueError:
         return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.rstrip(".").split("."))
+
+
+def scheme_problem(url: str) -> str | None:
+    """Why the URL is not one a webhook posts to, in words (the contract's pattern said `String
+    should match pattern '^(https?|secret)://'`); never the URL itself, which may hold a credential."""
+    if _SCHEME.match(url):
+        return None
+    scheme = urlsplit(url).scheme if "://" in url else ""
+    said = f"its scheme {scheme[:20]!r} is not" if scheme else "it does not begin with"
+    return f"{said} http:// or https:// (or secret://<name>, a URL in the notifier's secrets file)"
 
 
 def url_problems(url: str) -> list[str]:
@@ -45,7 +61,12 @@ def url_problems(url: str) -> list[str]:
         problems.append(f"its URL's host {parts.hostname!r} is neither a host name nor an address")
     if parts.username is not None or parts.password is not None:
         problems.append(f"its URL carries a user or password before the host, which the log would keep in clear: {WHERE_INSTEAD}")
-    secret_params = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_name(k)})
+    if parts.fragment or url.endswith("#"):
+        # Never sent (a client keeps it), yet kept in the log and shown: `#access_token=...` was
+        # stored in clear (session 33).
+        problems.append("its URL has a fragment (`#...`), which a webhook's request never sends and the log would keep in "
+                        "clear: leave it out")
+    secret_params = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_name(k) or k.lower() in SIGNED})
     if secret_params:
         named = ", ".join(repr(k) for k in secret_params)
         problems.append(f"its URL's query parameter{'s' if len(secret_params) > 1 else ''} {named} "

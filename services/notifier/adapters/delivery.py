@@ -27,6 +27,7 @@ from aiohttp.abc import AbstractResolver
 from nats.aio.client import Client
 
 from contracts.governance import Subscription
+from muster import tracing
 from muster.checked_http import LOOKUP_S, CheckedResolver, Refused, look_up, refused_address, session
 from muster.destinations import NOTIFIER, Allowed, DestinationRefused, explain, printable, target
 from muster.ports.clock import Clock
@@ -75,7 +76,8 @@ class Deliveries:
     async def __call__(self, tenant: str, sub: Subscription, body: dict[str, Any], nid: str) -> tuple[bool, int | None, str]:
         if sub.subject is not None:
             assert self.nc is not None
-            await self.nc.publish(sub.subject, json.dumps(body).encode(), headers={DELIVERY: nid})
+            # the attempt's span (docs/tracing.md): a receiver may join the job's trace
+            await self.nc.publish(sub.subject, json.dumps(body).encode(), headers=tracing.headers({DELIVERY: nid}))
             return True, None, ""
         hook = sub.webhook
         assert hook is not None
@@ -93,8 +95,8 @@ class Deliveries:
         if why := refused_address(resolver.allowed, host, port):  # an address is not resolved: checked here
             raise DestinationRefused(explain(why, host, hidden, NOTIFIER, port))
         data = json.dumps(slack(body) if hook.format == "slack" else body).encode()
-        headers = {"Content-Type": "application/json", DELIVERY: nid,
-                   SIGNATURE: sign(secret.encode(), data, int(self.clock.now().timestamp()))}
+        headers = tracing.headers({"Content-Type": "application/json", DELIVERY: nid,
+                                   SIGNATURE: sign(secret.encode(), data, int(self.clock.now().timestamp()))})
         if tenant not in self._http:
             self._http[tenant] = session(resolver, self.timeout_s)
         try:

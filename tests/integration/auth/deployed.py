@@ -5,6 +5,7 @@ requests as the session's system identity."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.runtime.supervisor import Deployment
+from tests import cli_in_process
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -28,6 +30,16 @@ class Ran:
     code: int
     out: str
     err: str
+
+
+async def run_as(deployment: Deployment, token: str, *args: str) -> Ran:
+    """A `muster` command with `token` alone (no variable of the test's environment), on the
+    deployment's bus and tracker; the token never in its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
+    env.update(MUSTER_TOKEN=token, NATS_URL=deployment.nats_url or "", COLUMNS="200", MUSTER_TRACKER_URL=deployment.tracker_url)
+    ran = Ran(*await cli_in_process.run(args, env, 120))
+    assert token not in ran.out + ran.err
+    return ran
 
 
 async def quick_demo_catalog(nc: Client, tenants: tuple[str, ...]) -> None:

@@ -8,7 +8,6 @@ operator's command in a tenant's 404 for a pool. Real processes as `muster up` s
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -19,9 +18,8 @@ import pytest
 import pytest_asyncio
 
 from muster.runtime.supervisor import Deployment
-from tests import cli_in_process
 
-from .deployed import Ran, auth_requests, deployed
+from .deployed import Ran, auth_requests, deployed, run_as
 
 pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -43,12 +41,7 @@ class Tenant:
     """Cluster name -> the id of the job that made it."""
 
     async def muster(self, who: str, *args: str) -> Ran:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
-        env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
-                   MUSTER_TRACKER_URL=self.deployment.tracker_url)
-        ran = Ran(*await cli_in_process.run(args, env, 120))
-        assert self.tokens[who] not in ran.out + ran.err
-        return ran
+        return await run_as(self.deployment, self.tokens[who], *args)
 
     async def get(self, who: str, path: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
         async with aiohttp.ClientSession() as http, http.request(method, self.deployment.tracker_url + path, headers={

@@ -20,6 +20,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.events import JobFailed, JobRequested, JobSucceeded
 from contracts.governance import GovernancePut
+from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.bus.server import free_port
@@ -152,3 +153,29 @@ async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_record
         assert not attempt.ok and attempt.error.startswith("secret://down-url: ")
         recorded = json.dumps([r.event.model_dump(mode="json") for r in await store.read("muster.evt.a.>")])
         assert "tok-up" not in recorded and "tok-down" not in recorded and "/nobody" not in recorded and webhook.url not in recorded
+
+
+async def test_a_traced_jobs_delivery_is_a_span_of_its_trace_and_the_receiver_is_given_it(
+        world: tuple[Any, Webhook], spans: Any) -> None:
+    """docs/tracing.md: each attempt a `notify <subscription>` span under the job's span; the
+    webhook's request carries that span as its `traceparent`, so a receiver may join the trace."""
+    nc, receiver = world
+    store = EventStore(nc)
+    job_trace, _ = tracing.new_job(None)
+    assert job_trace is not None
+    await subscribe(store, "hook", webhook={"url": receiver.url, "secret": "secret://hook"})
+    subject = subjects.job_events("a", "j9")
+    await store.append(subject, [Append(JobRequested(tenant="a", job_id="j9", cluster_id="c1", operation="delete", request={},
+                                                     requested_by="uma", trace=job_trace), msg_id="j9-r"),
+                                 Append(JobSucceeded(job_id="j9"), msg_id="j9-end")])
+    _, _, headers = await asyncio.wait_for(receiver.got.get(), 20)
+    events = await Webhook.until(store, subjects.notification_events("a", "hook"),
+                                 lambda es: any(e.type == "NotificationAttempted" and e.ok for e in es))
+    assert events[-1].status == 204
+    delivered = [s for s in spans.get_finished_spans() if s.name == "notify hook" and s.attributes.get("muster.ok")]
+    assert len(delivered) == 1, [s.name for s in spans.get_finished_spans()]
+    [span] = delivered
+    assert f"{span.context.trace_id:032x}" == job_trace.split("-")[1] and f"{span.parent.span_id:016x}" == job_trace.split("-")[2]
+    assert span.attributes["http.response.status_code"] == 204 and span.attributes["muster.target"] == "webhook"
+    assert headers["traceparent"].split("-")[1:3] == [f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"]
+    assert receiver.url not in str(dict(span.attributes))  # never the URL

@@ -23,3 +23,12 @@ def test_a_failed_test_notification_is_said_to_be_the_test() -> None:
                                         error="HTTP 500 from http://h/x", final=True), AT)
     assert real is not None and real["test"] is False
     assert said(real) == "undelivered at 2026-12-01 02:07:39 UTC: HTTP 500 from http://h/x (attempt 7)"
+
+
+def test_a_delivered_test_notification_is_said_to_be_the_test() -> None:
+    """Session 33's audit: after `muster notify test bus`, `muster notify list` said `delivered at
+    ...`, as if the subscription's notifications had gone; only a failed test said `test`."""
+    test = latest(NotificationAttempted(id="bus-test-03e765d0f8e4", attempt=1, ok=True, status=204, final=True), AT)
+    assert test is not None and said(test) == "test delivered at 2026-12-01 02:07:39 UTC (HTTP 204)"
+    real = latest(NotificationAttempted(id="bus-12-job_failed", attempt=1, ok=True, final=True), AT)
+    assert real is not None and said(real) == "delivered at 2026-12-01 02:07:39 UTC"

@@ -24,7 +24,7 @@ from contracts.commands import (
     RejectJob,
 )
 from contracts.governance import GovernanceDeleted, GovernancePut
-from contracts.identity import Scope
+from contracts.identity import PermissionGranted, Scope
 from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
 from services.planner.config import PlannerConfig
@@ -460,3 +460,38 @@ async def test_an_approver_sees_what_an_approval_now_would_find_without_deciding
     assert isinstance(own, Rejected) and "may not approve" in own.reason  # an approver's look, as its decision is
     decided = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
     assert isinstance(decided, Rejected) and "over 0.01/h" in decided.reason
+
+
+SPENT = 'package muster.spent\nimport rego.v1\n\ndeny contains msg if {\n    input.operation == "delete"\n    msg := sprintf("NODES=%v", [input.tenant.nodes])\n}\n'
+
+
+async def test_an_approver_that_may_not_read_the_totals_is_told_the_policy_not_its_words() -> None:
+    """A policy's words may say the tenant's totals (docs/security.md, "What a refusal names"):
+    an approver with `approve` on the one cluster is told which policy denies, the job's record
+    says it to no reader, the log's `RequestDenied` (read by the tenant's readers) has the words."""
+    ids = identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*")), READS_TEMPLATES)
+    h = Harness(identities=ids)
+    made = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=2, request_id="w"), principal="builder")
+    assert isinstance(made, Accepted), made
+    await h.settle()
+    await put(h, "rule", "deletes", operations=["delete"], expires_after_s=600)
+    waiting = await h.send(DeleteCluster(cluster_id=made.cluster_id, request_id="del"), principal="builder")
+    assert isinstance(waiting, Accepted), waiting
+    await h.settle()
+    on_it = Scope(tenant="default", kind="cluster", id=made.cluster_id)
+    ids.apply(PermissionGranted(principal="operator", permission="approve", scope=on_it, by="root"), 100)
+    await put(h, "policy", "spent", source=SPENT)
+    seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="operator")
+    assert isinstance(seen, DryRun) and seen.policy is not None, seen
+    assert seen.policy["deny"][0].startswith("a deny rule holds whose message is not shown to operator: the policy reads "
+                                             "the tenant's totals"), seen.policy
+    assert seen.policy["input"]["tenant"]["nodes"] is None and "NODES=" not in str(seen.model_dump())  # it showed them whole
+    told = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="root")
+    assert isinstance(told, DryRun) and told.policy is not None and told.policy["deny"] == ["NODES=2 (policy spent)"], told.policy
+    decided = await h.send(ApproveJob(job_id=waiting.job_id), principal="operator")
+    assert isinstance(decided, Rejected) and "not shown to operator" in decided.reason and "NODES=" not in decided.reason
+    await h.settle()
+    job = h.job(waiting.job_id)
+    assert job.state == "failed" and "kept from the job's record" in job.error and "NODES=" not in job.error, job.error
+    [denied] = [r.event for r in h.log.records if r.type == "RequestDenied"]
+    assert denied.denials[0].message == "NODES=2" and denied.approved_by == "operator"
