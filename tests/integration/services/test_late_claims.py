@@ -69,8 +69,6 @@ def _ended_at(story: list[Any]) -> dict[tuple[str, int], int]:
             if r.type == "TaskAttemptFailed" and r.event.state == "timed_out"}
 
 
-@pytest.mark.xfail(strict=True, reason="a timed-out attempt's message is still claimed and run "
-                   "(docs/decisions/0059: the fence left to build)")
 async def test_an_attempt_that_timed_out_unclaimed_is_not_claimed_when_a_provisioner_comes_late(
         no_provisioner_yet: Stack) -> None:
     """No provisioner serves the class when the create is queued: each create's first attempt
