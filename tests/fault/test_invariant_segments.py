@@ -1,12 +1,12 @@
 """The invariant checker on a segment's follower the planner ended unrun (decision 58), and on an
 attempt that timed out (decision 59): its `StepClosed` is in the log, and no claim of it after
-that. A claim before it is a late copy's
-(its step before's success and this claim landed before the planner's end), a late result; one
+that. A claim before it is a late copy's (its step before's success and this claim landed before the planner's end), a late result; one
 after it would mean the fence failed. Played on records made here, no server."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 import pytest
 
@@ -24,7 +24,8 @@ def _rec(seq: int, subject: str, event: Event) -> Recorded:
     return Recorded(seq, subject, NOW, event, JOB, seq)
 
 
-def _check(error: str, claimed_at: int | None, closed_at: int | None, state: str = "cancelled") -> list[str]:
+def _check(error: str, claimed_at: int | None, closed_at: int | None,
+           state: Literal["cancelled", "timed_out"] = "cancelled") -> list[str]:
     """n1.configure (after n1.install) ended unrun at seq 10 with `error` (or timed out, `state`);
     its claim by p1 at `claimed_at`, its `StepClosed` at `closed_at` (None: not in the log)."""
     ended = _rec(10, subjects.job_tasks(TENANT, JOB),
