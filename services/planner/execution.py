@@ -466,9 +466,10 @@ class Execution:
             self.metrics.dropped(job_id, task_id, attempt)
 
     async def _claimed_before_close(self, job: Job, task_id: str, attempt: int) -> bool:
-        """At the deadline: close the attempt (no claim of it is stored after), and tell whether
-        it waits on, a claim of it stored before the close that its deadline counts from (its
-        timer armed again), or the close is to be tried again (`closing.py`)."""
+        """At the deadline: close the attempt, so that no claim of it is stored after
+        (`closing.py`). True when it does not fail now, its timer armed again: a claim stored
+        before the close that the planner had not taken moves the deadline (docs/decisions/0059),
+        or the close failed and is tried again."""
         key, now = ("timeout", str(job.id), task_id, attempt), self.timers.clock.now()
         try:
             claims = await closing.close(self.state.log, job, task_id, attempt)
