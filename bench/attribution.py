@@ -41,6 +41,8 @@ def kind_of(subject: str, reply: str) -> str:
         return f"deliver {_consumer(reply.split('.'))}"
     if parts[0] == "muster":
         if parts[1] == "evt" and len(parts) > 3:
+            if _marker(parts):
+                return "evt.job.steps (claim markers)"
             return f"evt.{parts[3]}" + (".tasks" if parts[3] == "job" and parts[-1] == "tasks" else "")
         return ".".join(parts[:2])
     if parts[0] == "$JS" and len(parts) > 3 and parts[1] == "ACK":
@@ -58,6 +60,12 @@ def kind_of(subject: str, reply: str) -> str:
     return parts[0]
 
 
+def _marker(parts: list[str]) -> bool:
+    """A claim's marker (`StepOpened`, a provisioner's: `muster.evt.<t>.job.<job>.steps.<task>.<attempt>.<pid>`,
+    docs/decisions/0059), not the planner's job events."""
+    return len(parts) == 9 and parts[3] == "job" and parts[5] == "steps"
+
+
 def write_of(subject: bytes, headers: bytes) -> list[str]:
     """A publish to the log or the task queue as the server stores it, for `Wiretap.writes`:
     `<writer> batches` once per atomic batch (on its commit) and `<writer> batched` per message
@@ -67,7 +75,7 @@ def write_of(subject: bytes, headers: bytes) -> list[str]:
     parts = subject.split(b".")
     if parts[0] == b"muster" and parts[1] == b"task":
         writer = "planner tasks"
-    elif len(parts) > 3 and parts[3] == b"task":
+    elif (len(parts) > 3 and parts[3] == b"task") or _marker([p.decode() for p in parts]):
         writer = "provisioners"
     elif len(parts) > 3 and parts[3] == b"job":
         writer = "planner job"

@@ -51,9 +51,16 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "appended only while nothing is stored on its task message's `fence` subject, so none is claimed after it."),
     ("events.steps", "muster.evt.{tenant}.job.{jobId}.steps.{taskId}.{attempt}",
      {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
-      "attempt": "the follower's attempt"},
-     "A segment's follower ended unrun (`StepClosed`, written by the planner in the save that ends it: decision 58): "
-     "the step before's outcome goes with the follower's claim only while nothing is stored here."),
+      "attempt": "the attempt"},
+     "An attempt the planner ended with no outcome (`StepClosed`: a segment's follower ended unrun, decision 58; "
+     "an attempt timed out, decision 59): a claim of the attempt is stored only in one batch with a message "
+     "expecting nothing stored here (the step before's outcome, or a `StepOpened`)."),
+    ("events.stepopened", "muster.evt.{tenant}.job.{jobId}.steps.{taskId}.{attempt}.{provisionerId}",
+     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
+      "attempt": "the attempt claimed", "provisionerId": "the claiming provisioner"},
+     "A claim's marker (`StepOpened`, written by a provisioner in one batch with a claim that has no step outcome "
+     "before it: decision 59): stored only while the attempt's `StepClosed` subject is empty, so an attempt the "
+     "planner ended is never claimed after."),
     ("events.layout", "muster.evt.{tenant}.layout.{jobId}", {"jobId": "the job's id"},
      "Layout requests of a job (planner) and their answers (a solver)."),
     ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}.{provisionerId}",
@@ -135,6 +142,8 @@ def event_channel(event_type: str) -> str:
         return "events.claims"
     if event_type == "StepClosed":
         return "events.steps"
+    if event_type == "StepOpened":
+        return "events.stepopened"
     if event_type == "ClusterNameClaimed":
         return "events.clustername"
     if event_type.startswith("Layout"):

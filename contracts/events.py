@@ -244,17 +244,37 @@ class ClaimsClosed(Event):
 
 
 class StepClosed(Event):
-    """A segment's follower ended unrun by the planner (its step before failed, or timed out:
-    docs/decisions/0058): stored on the attempt's own subject (`subjects.step_closed`), in the
-    save that ends it. A provisioner carrying the segment stores the step before's outcome with
-    this follower's claim only while nothing is stored there, so the follower is never claimed
-    after its end: a late copy of its segment stops there."""
+    """An attempt the planner ended with no outcome: a segment's follower ended unrun (its step
+    before failed, or timed out: docs/decisions/0058), stored in the save that ends it; or an
+    attempt that timed out (docs/decisions/0059), stored just before the save that ends it. On
+    the attempt's own subject (`subjects.step_closed`). A provisioner stores a claim of the
+    attempt only in one batch with a message expecting nothing stored there (the step before's
+    outcome, or a `StepOpened`), so the attempt is never claimed after its end: a late copy of
+    its segment, or its message taken late, stops there."""
 
     type: Literal["StepClosed"] = "StepClosed"
     v: Literal[1] = 1
     job_id: str
     task_id: str
     attempt: int = Field(ge=1)
+
+
+class StepOpened(Event):
+    """A provisioner about to claim an attempt with no step outcome before its claim (a lone
+    task, a segment's head, a segment taken up after its finished steps: docs/decisions/0059):
+    stored on `subjects.step_opened`, expecting the attempt's `StepClosed` subject empty, in one
+    atomic batch with the claim (which expects its cancel fence: a message carries one
+    expectation). So an attempt the planner has ended (timed out) is never claimed after its
+    end. Refused, it is not stored; no consumer receives it (one token under the attempt's
+    `StepClosed` subject, naming the provisioner: the only subject there it may write)."""
+
+    type: Literal["StepOpened"] = "StepOpened"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=1)
+    provisioner: str
+    delivery: int = 1
 
 
 class JobLayoutRetried(Event):
@@ -755,7 +775,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | ClaimsClosed | StepClosed | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | ClaimsClosed | StepClosed | StepOpened | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

@@ -84,7 +84,11 @@ class Append:
     (`StepEnded`, docs/decisions/0058)."""
     follows: str | None = None
     """The claim of a segment's next step: the idempotency key of the outcome it goes with; refused
-    when that outcome's `step_fence` refuses it."""
+    when that outcome's `step_fence` refuses it. Or the key of its claim's marker (`marker`)."""
+    marker: bool = False
+    """A claim's marker (`StepOpened`, with `step_fence` and `lane`): it carries the step fence
+    for a claim with no step outcome before it (docs/decisions/0059); refused by that fence it
+    is not stored at all, where an outcome is stored alone."""
     returns: bool = False
     """A segment step's claim: its plugin's outcome comes back to the same lane (`lane`), which
     waits a few turns of the loop for it after storing the claim (`LANE_GATHER_TURNS`,

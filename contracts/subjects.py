@@ -106,16 +106,26 @@ STEPS = "steps"
 
 
 def step_closed(tenant: str, job_id: str, task_id: str, attempt: int) -> str:
-    """Where the planner's `StepClosed` goes when it ends a segment's follower unrun (its step
-    before failed, or timed out: docs/decisions/0058): the provisioner that carries the segment
-    stores the step before's outcome only while nothing is stored here, in one batch with this
-    follower's claim, so a follower the planner ended is never claimed after. One subject per
+    """Where the planner's `StepClosed` goes when it ends an attempt with no outcome: a segment's
+    follower unrun (its step before failed, or timed out: docs/decisions/0058), or an attempt
+    that timed out (docs/decisions/0059). A provisioner stores a claim of the attempt only in one
+    batch with a message expecting nothing stored here (the step before's outcome, or its
+    `StepOpened`), so an attempt the planner ended is never claimed after. One subject per
     attempt (a retry's follower is another attempt), three tokens under the job's own subject, so
     no consumer of job events or task records receives it."""
     escaped = task_id.replace(".", "~")
     if not TASK_TOKEN.fullmatch(escaped):
         raise SubjectError(f"task id {task_id!r} is not a valid task id")
     return f"{job_events(tenant, job_id)}.{STEPS}.{escaped}.{int(attempt)}"
+
+
+def step_opened(tenant: str, job_id: str, task_id: str, attempt: int, provisioner_id: str) -> str:
+    """Where a provisioner's `StepOpened` goes: the marker stored with a claim that has no step
+    outcome before it, expecting the attempt's `step_closed` subject empty (docs/decisions/0059).
+    One token under that subject, the last naming the writer (a provisioner may write only
+    subjects naming itself, docs/decisions/0009), so no consumer of job events, task records,
+    claims or a story's subjects receives it."""
+    return f"{step_closed(tenant, job_id, task_id, attempt)}.{token(provisioner_id, 'provisioner id')}"
 
 
 def layout_events(tenant: str, job_id: str) -> str:

@@ -538,8 +538,8 @@ class LogWriter:
         if claim is None:  # (no claim beside it: the last step of its segment)
             try:
                 f.set_result((await self._append(subject, [item], None))[0])
-            except StepEnded:
-                self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
+            except StepEnded as ended:
+                self._unfenced(step, ended)
             except Exception as err:  # noqa: BLE001 - its writer gets the failure
                 f.set_exception(err)
             return True
@@ -561,7 +561,7 @@ class LogWriter:
         except StepEnded as ended:
             if not claim[2].done():
                 claim[2].set_exception(ended)
-            self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
+            self._unfenced(step, ended)
             return True
         except Exception as err:  # noqa: BLE001 - both writers get the failure
             return _failed(err, step, claim)
@@ -570,6 +570,17 @@ class LogWriter:
         if not claim[2].done():
             claim[2].set_exception(ConcurrencyError(f"{claim[0]}: {claim[1].only_if_empty} is closed"))
         return True
+
+    def _unfenced(self, step: tuple[str, Append, asyncio.Future[int], float], ended: StepEnded) -> None:
+        """A step-fenced message refused by its step's end: an outcome is stored without the
+        check (a late result the planner hears of); a claim's marker is not stored at all
+        (decision 59: it exists only to carry the check for its claim)."""
+        subject, item, f, _ = step
+        if item.marker:
+            if not f.done():
+                f.set_exception(ended)
+            return
+        self._later(self._alone(subject, replace(item, lane=None, step_fence=None), f))
 
     def _later(self, sending: Coroutine[Any, Any, None]) -> None:
         """Sent from a task of its own (the lane goes on meanwhile)."""

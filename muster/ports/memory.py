@@ -24,7 +24,7 @@ from muster import tracing
 
 from .budgets import BudgetConflict, Stored
 from .clock import Call
-from .eventlog import Append, ConcurrencyError, Head, Recorded
+from .eventlog import Append, ConcurrencyError, Head, Recorded, StepEnded
 from .taskqueue import task_msg_id
 
 
@@ -58,6 +58,9 @@ class MemoryEventLog:
         self._faults: list[_Fault] = []
         self._clock = clock
         self.unreadable: BaseException | None = None
+        self._step_ended: set[str] = set()
+        """Keys of submitted step-fenced messages whose step was closed: the claims that follow
+        them are refused (`submit`, as `LogWriter._sort_refusal` decides)."""
         """Raised by every read while set (a stream electing a leader, a partition)."""
 
     def inject(self, when: Callable[[str, Sequence[Append]], bool], error: BaseException, *,
@@ -110,6 +113,16 @@ class MemoryEventLog:
         if fault is not None and not fault.lands:
             stored.set_exception(fault.error)
             return stored
+        if item.follows is not None and item.follows in self._step_ended:
+            stored.set_exception(StepEnded(f"{subject}: the step it follows is closed"))
+            return stored
+        if item.step_fence is not None and self._last.get(item.step_fence):
+            # Its step is closed: its claim (submitted next) is refused; a marker is not stored,
+            # an outcome is, without the check (docs/decisions/0058, 0059).
+            self._step_ended.add(item.msg_id)
+            if item.marker:
+                stored.set_exception(StepEnded(f"{subject}: {item.step_fence} is closed"))
+                return stored
         try:
             [seq] = self._store(subject, [item], None)
         except ConcurrencyError as err:  # its fence is closed (`Append.only_if_empty`)

@@ -26,7 +26,7 @@ from muster import tracing
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
-from . import cancels, leases, traces
+from . import cancels, closing, leases, traces
 from .attempts import AttemptHolders
 from .budget import SharedBudget
 from .config import PlannerConfig
@@ -445,6 +445,8 @@ class Execution:
             if not job.is_current(task_id, attempt):
                 self.metrics.dropped(job_id, task_id, attempt)  # (waited for by nobody)
                 return
+            if not job.is_final and await self._claimed_before_close(job, task_id, attempt):
+                return
             catalog = await self.state.catalog_of(job)
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
                                     catalog.services, self.config.settings, self.dispatch)
@@ -462,6 +464,31 @@ class Execution:
             # Waited for no more: out of the backlog the autoscaler reads (its message may stay
             # in the queue unclaimed, or its silent provisioner never reports).
             self.metrics.dropped(job_id, task_id, attempt)
+
+    async def _claimed_before_close(self, job: Job, task_id: str, attempt: int) -> bool:
+        """At the deadline: close the attempt, so that no claim of it is stored after
+        (`closing.py`). True when it does not fail now, its timer armed again: a claim stored
+        before the close that the planner had not taken moves the deadline (docs/decisions/0059),
+        or the close failed and is tried again."""
+        key, now = ("timeout", str(job.id), task_id, attempt), self.timers.clock.now()
+        try:
+            claims = await closing.close(self.state.log, job, task_id, attempt)
+        except Exception as err:  # noqa: BLE001 - decided once the log can be read, on its view
+            if isinstance(err, ConcurrencyError):
+                self.state.stale.add(f"job:{job.id}")  # (moved on in the log: read again first)
+            log.warning("attempt not closed; its timeout waits", job=str(job.id), task=task_id, attempt=attempt,
+                        error=str(err) or type(err).__name__)
+            self.timers.arm(key, now + timedelta(seconds=STALE_WAIT_S))
+            return True
+        seen = bool(self.attempts.holders(str(job.id), task_id, attempt))
+        for r in claims:  # (seen from now on: the deadline counts from a claim once)
+            self.attempts.claimed(r)
+        later = closing.deadline(claims, seen, now, self.config.task_timeout_s)
+        if later is not None:
+            log.info("claimed before its timeout; its deadline counts from the claim", job=str(job.id), task=task_id,
+                     attempt=attempt)
+            self.timers.arm(key, later)
+        return later is not None
 
     # -- the solver's request, and a restart ---------------------------------------------------
 

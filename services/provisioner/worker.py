@@ -196,6 +196,8 @@ class Workers:
             if isinstance(action, Claim):
                 append = self._traces.claim(action.held, action.append, self._task(action.held)) \
                     if self._traces.held else action.append
+                if action.marker is not None:  # (first: the two go in its lane, one batch)
+                    self._write(self.store.submit(*action.marker, now=True), self._marker_stored)
                 # At once when the writer is idle: the claim leaves in this read-loop callback.
                 self._write(self.store.submit(action.subject, append, now=True), partial(self._claimed, action.held))
             elif isinstance(action, Run):
@@ -261,6 +263,12 @@ class Workers:
         except Exception as err:  # noqa: BLE001 - the delivery goes back; read again at the next
             error = err
         self._do(self.core.read(held, list(answer.outcomes), asyncio.get_running_loop().time(), error, stale=answer.stale))
+
+    def _marker_stored(self, written: asyncio.Future[int]) -> None:
+        """A claim's marker: its claim's answer says what the two did (`_claimed`)."""
+        self._writing.discard(written)
+        if not written.cancelled():
+            written.exception()  # (retrieved: a refusal is the claim's to tell)
 
     def _step_stored(self, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

@@ -171,8 +171,16 @@ async def check(
             if [r.type for r in history] != ["ClaimsClosed"]:
                 report.problems.append(f"{subject}: a cancel's fence holds {[r.type for r in history]}, not one ClaimsClosed")
             continue
+        if f".{subjects.STEPS}." in subject and subject.count(".") > subjects.step_closed("t", "j", "x", 1).count("."):
+            # A claim's marker (decision 59): `StepOpened`, never stored after its attempt's end.
+            closed = by_subject.get(subject.rsplit(".", 1)[0], [])
+            if {r.type for r in history} != {"StepOpened"}:
+                report.problems.append(f"{subject}: a claim's marker holds {[r.type for r in history]}, not StepOpened")
+            elif closed and history[-1].seq > closed[0].seq:
+                report.problems.append(f"{subject}: a claim's marker stored after its attempt's StepClosed")
+            continue
         if f".{subjects.STEPS}." in subject:
-            # A follower's end (decision 58): `StepClosed`, not a history to fold as a job.
+            # An attempt's end (decisions 58, 59): `StepClosed`, not a history to fold as a job.
             if {r.type for r in history} != {"StepClosed"}:
                 report.problems.append(f"{subject}: a step's end holds {[r.type for r in history]}, not StepClosed")
             continue
@@ -290,6 +298,12 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     if outcome.type == "TaskAttemptFailed":
         if e.state == "timed_out":
             report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
+            # Closed before its end, and never claimed after (decision 59): a claim before it runs
+            # late (it was stored before the planner's deadline read the claims, or its deadline
+            # counted from it and passed).
+            problem = _claimed_after_its_end(by_subject, tenant, job_id, e.task_id, e.attempt, mine)
+            if problem:
+                report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} timed out, {problem}")
         elif e.state == "cancelled" and e.error in UNRUN:  # a segment's follower ended unrun (decision 58)
             problem = _claimed_after_its_end(by_subject, tenant, job_id, e.task_id, e.attempt, mine)
             if problem:
@@ -309,7 +323,8 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
 def _claimed_after_its_end(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, task_id: str, attempt: int,
                            mine: list[Recorded]) -> str:
     """What is wrong with a segment's follower the planner ended unrun (its step before failed,
-    or timed out), or "": its `StepClosed` is stored, and no claim of it after that. A claim
+    or timed out), or an attempt that timed out (decision 59), or "": its `StepClosed` is
+    stored, and no claim of it after that. A claim
     before it is allowed: a late copy of the segment (a head run past its timeout, a message
     delivered twice) whose step before's success and this claim landed before the planner's end
     (its run a late result); the claim after it is refused (decision 58)."""

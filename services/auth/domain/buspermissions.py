@@ -300,7 +300,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
                         f"{JS}.STREAM.MSG.GET.KV_nodemaps", ANSWERS]  # (what it holds, to a planner; a drain)
         for tenant, klass in provisioner_queues(grants):
             writes = [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
-                   f"{evt}.{tenant}.provisioner.{pid}"]
+                   f"{evt}.{tenant}.provisioner.{pid}",
+                   # (the marker a claim goes with, one token under the attempt's StepClosed: decision 59)
+                   f"{evt}.{tenant}.job.*.{subjects.STEPS}.*.*.{pid}"]
             # (a large result's body: whether it is stored already, by the direct get of its last part)
             # A segment that came again asks the planner acting for its job what the log holds of
             # its steps, in its own name (docs/decisions/0058, item 5): no read of any other

@@ -61,10 +61,14 @@ class _Write:
     append: Append
 
 
+@dataclass(frozen=True, slots=True)
 class Claim(_Write):
-    """Append the claim; then tell the core `claimed`."""
+    """Append the claim; then tell the core `claimed`. `marker`: (subject, `StepOpened`) to append
+    just before it, the two one batch, when no step's outcome goes before it: the marker expects
+    the attempt's `StepClosed` subject empty, so an attempt the planner ended is not claimed
+    (docs/decisions/0059); the claim's answer says what the pair did."""
 
-    __slots__ = ()
+    marker: tuple[str, Append] | None = None
 
 
 class Store(_Write):

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import StepOpened, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.records import Append
 from contracts.tasks import TaskMessage, TaskOutcome, TaskStep
 from muster.ports.delivery import ACK, PROGRESS, TERM, Settle, nak
@@ -128,6 +128,8 @@ class Held:
     way: the two are one store, so a claim taken up again here goes with it again (were the
     claim alone stored, the step's outcome would be lost and its planner would wait the step's
     whole timeout for it)."""
+    opened: bool = False
+    """Its last claim went with a marker (`StepOpened`), not with the step before's outcome."""
 
 
 @dataclass
@@ -307,18 +309,34 @@ class WorkerCore:
         return [note, Answer(h.reply, verdict)]
 
     def _claim(self, hid: int, after: Append | None = None) -> Claim:
-        """`after`: the outcome of the step before, which this claim goes with (in its lane)."""
+        """`after`: the outcome of the step before, which this claim goes with (in its lane),
+        fenced on this step's end. Without one (a lone task, a segment's head, a segment taken
+        up after its finished steps) the claim goes with a marker that carries that fence
+        (`StepOpened`): a message carries one expectation, and the claim's is its cancel fence.
+        So no attempt the planner has ended (timed out, ended unrun) is claimed after its end
+        (docs/decisions/0059). Refused, the claim fails `StepEnded` (`_step_ended`)."""
         h = self.held[hid]
         h.term = self.epoch if self.lease_ok else -1
         task = h.task
-        claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=self.config.provisioner_id,
+        me = self.config.provisioner_id
+        claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me,
                             worker=h.worker, delivery=h.delivery)
-        append = Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence,
-                        returns=h.segment)
+        key = f"{attempt_key(task)}.claim.{h.delivery}"
+        h.opened = after is None
         if after is not None:
-            append = Append(claim, msg_id=append.msg_id, only_if_empty=task.fence, follows=after.msg_id,
+            append = Append(claim, msg_id=key, only_if_empty=task.fence, follows=after.msg_id,
                             lane=None if task.fence is not None else after.lane, returns=True)
-        return Claim(hid, h.subject, append)
+            return Claim(hid, h.subject, append)
+        closed = subjects.step_closed(task.tenant, task.job_id, task.task_id, task.attempt)
+        opened = StepOpened(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me,
+                            delivery=h.delivery)
+        # In the claim's lane (its cancel fence's; a rollback's: its step's subject), just before it.
+        marker = Append(opened, msg_id=f"{attempt_key(task)}.open.{h.delivery}", lane=task.fence or closed,
+                        step_fence=closed, marker=True)
+        append = Append(claim, msg_id=key, only_if_empty=task.fence, follows=marker.msg_id,
+                        lane=None if task.fence is not None else closed, returns=h.segment)
+        opens = subjects.step_opened(task.tenant, task.job_id, task.task_id, task.attempt, me)
+        return Claim(hid, h.subject, append, (opens, marker))
 
     def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False,
                 ended: bool = False) -> list[Action]:
@@ -329,7 +347,7 @@ class WorkerCore:
         if h is None:
             return []
         if error is not None and ended:
-            return self._step_ended(hid)
+            return self._step_ended(hid, first=h.opened)
         if error is not None and closed and h.task.fence is not None:
             return self._cancelled(hid)
         if error is not None:
@@ -503,17 +521,20 @@ class WorkerCore:
         return [Note("info", "task not run: its job was cancelled before it was claimed",
                      {"job": task.job_id, "task": task.task_id, "attempt": task.attempt}), Answer(h.reply, TERM)]
 
-    def _step_ended(self, hid: int) -> list[Action]:
+    def _step_ended(self, hid: int, first: bool = False) -> list[Action]:
         """The planner ended this step unrun before its claim (the step before failed on another
         copy of the segment, or timed out: docs/decisions/0058), so neither it nor the steps
-        after it run here; the step before's outcome is stored (a late result). Out of the queue
-        for good: its planner has moved on (the retry, if any, is a segment of its own)."""
+        after it run here; the step before's outcome is stored (a late result). `first`: no
+        step ran here, the planner ended the attempt itself (it timed out while its message
+        waited: docs/decisions/0059). Out of the queue for good: its planner has moved on (the
+        retry, if any, is a message of its own)."""
         h = self.held.pop(hid)
         self.slots.give(h.slot)
         self.ended += 1
         task = h.task
-        return [Note("info", "segment stopped: the planner ended its next step before it was claimed",
-                     {"job": task.job_id, "task": task.task_id, "attempt": task.attempt, "left": len(h.rest)}),
+        what = ("task not run: the planner ended its attempt before it was claimed" if first
+                else "segment stopped: the planner ended its next step before it was claimed")
+        return [Note("info", what, {"job": task.job_id, "task": task.task_id, "attempt": task.attempt, "left": len(h.rest)}),
                 Answer(h.reply, TERM)]
 
     def _next_in_line(self, now: float = 0.0) -> list[Action]:

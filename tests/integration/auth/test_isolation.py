@@ -17,7 +17,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
-from contracts.events import TaskClaimed, TaskSucceeded
+from contracts.events import StepOpened, TaskClaimed, TaskSucceeded
 from contracts.pool_commands import ANY_POOL, AddHosts
 from contracts.pools import HostSpec, PoolCreated
 from muster.bus.eventstore import Append, EventStore
@@ -279,6 +279,15 @@ async def test_a_provisioner_writes_only_its_own_task_events_and_reads_only_its_
     seqs = await EventStore(world.p1.nc).append(own, [Append(TaskClaimed(job_id="j1", task_id="n1.create", attempt=1,
                                                                          provisioner="p1", worker="w"), msg_id="iso-1")])
     assert seqs and seqs[0] > 0
+    # Its claims' markers (decision 59) under its own id; never an attempt's close (the planner's), another's marker,
+    # nor a tenant it does not serve.
+    marker = StepOpened(job_id="j1", task_id="n1.create", attempt=1, provisioner="p1")
+    seqs = await EventStore(world.p1.nc).append(subjects.step_opened("a", "j1", "n1.create", 1, "p1"),
+                                                [Append(marker, msg_id="iso-2")])
+    assert seqs and seqs[0] > 0
+    for subject in (subjects.step_closed("a", "j1", "n1.create", 1), subjects.step_opened("a", "j1", "n1.create", 1, "p2"),
+                    subjects.step_opened("b", "j1", "n1.create", 1, "p1")):
+        await world.p1.denied_publish(subject, marker.model_dump_json().encode())
     for subject in ("muster.evt.a.job.j1", "muster.evt.a.cluster.c1", "muster.task.a.default", subjects.provisioner_drain("p2"),
                     subjects.provisioner_held("p2"),
                     "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-b-default", "$JS.API.STREAM.PURGE.TASKS",

@@ -1,10 +1,10 @@
 """Attempts claimed late, on a real nats-server with a real planner, solver and provisioner: one
 that waited in the queue gets its whole timeout from its claim (docs/decisions/0059); and one
 the planner has ended (timed out while nobody claimed it) is never started by a provisioner
-that takes its message late (not yet: xfail). Found in session 32 on real processes (a provisioner paused with SIGSTOP while a
-start waited, resumed 14 s later: attempts 1-3 of one task claimed and run at once, and the
-rollback's delete beside them). The analysis and the fix left to build:
-docs/decisions/0059-an-attempt-s-timeout-counts-from-its-claim.md."""
+that takes its message late: its claim goes with a marker the attempt's close refuses (session
+33). Found in session 32 on real processes (a provisioner paused with SIGSTOP while a start
+waited, resumed 14 s later: attempts 1-3 of one task claimed and run at once, and the
+rollback's delete beside them): docs/decisions/0059-an-attempt-s-timeout-counts-from-its-claim.md."""
 
 from __future__ import annotations
 
@@ -69,8 +69,6 @@ def _ended_at(story: list[Any]) -> dict[tuple[str, int], int]:
             if r.type == "TaskAttemptFailed" and r.event.state == "timed_out"}
 
 
-@pytest.mark.xfail(strict=True, reason="a timed-out attempt's message is still claimed and run "
-                   "(docs/decisions/0059: the fence left to build)")
 async def test_an_attempt_that_timed_out_unclaimed_is_not_claimed_when_a_provisioner_comes_late(
         no_provisioner_yet: Stack) -> None:
     """No provisioner serves the class when the create is queued: each create's first attempt

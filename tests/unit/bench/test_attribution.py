@@ -3,7 +3,7 @@ server stores each publish, told by the batch headers."""
 
 from __future__ import annotations
 
-from bench.attribution import write_of
+from bench.attribution import kind_of, write_of
 
 
 def test_a_batch_counts_once_on_its_commit_and_each_message_in_it() -> None:
@@ -52,3 +52,11 @@ def test_a_batch_across_subjects_is_one_store() -> None:
     tap.on_raw(b"muster.evt.t.job.j1.tasks", b"_INBOX.planner.y", b"{}", head % (b"TaskQueued", 2, b"Nats-Batch-Commit: 1\r\n"))
     assert tap.trace is not None
     assert [(s["writer"], s["n"]) for s in stores_of(tap.trace)] == [("cluster", 2)]
+
+
+def test_a_claims_marker_is_the_provisioners_not_the_planners_job() -> None:
+    """A `StepOpened` (decision 59) sits under the job's subject but is a provisioner's write."""
+    member = b"NATS/1.0\r\nNats-Batch-Id: b1\r\n\r\n"
+    assert write_of(b"muster.evt.t.job.j1.steps.n1~create.1.prov-1", member) == ["provisioners batched"]
+    assert write_of(b"muster.evt.t.job.j1.steps.n1~create.1", b"") == ["planner job singles"]  # (its close: the planner's)
+    assert kind_of("muster.evt.t.job.j1.steps.n1~create.1.prov-1", "") == "evt.job.steps (claim markers)"

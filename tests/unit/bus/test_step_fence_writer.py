@@ -9,7 +9,7 @@ import asyncio
 import json
 from typing import Any
 
-from contracts.events import TaskClaimed, TaskSucceeded
+from contracts.events import StepOpened, TaskClaimed, TaskSucceeded
 from contracts.records import H_EXPECT, Append
 from muster.bus.appends import LogWriter
 from muster.ports.eventlog import ConcurrencyError, StepEnded
@@ -202,3 +202,55 @@ def test_a_batch_at_its_most_never_splits_an_outcome_from_its_claim() -> None:
         assert [_cut(waiting, most) for most in (1, 2, 3, 4, 5)] == [1, 2, 2, 4, 4]
     finally:
         loop.close()
+
+
+# -- a claim with no step outcome before it goes with a marker (docs/decisions/0059) -------------
+
+HEAD_CLOSED = "evt.job.j.steps.n3~create.1"
+
+
+def _opened(writer: LogWriter, lane: str = FENCE, fence: str | None = FENCE) -> tuple[asyncio.Future[int], asyncio.Future[int]]:
+    """A head's claim and its `StepOpened` marker, as the provisioner's core makes them."""
+    marker = Append(StepOpened(job_id="j", task_id="n3.create", attempt=1, provisioner="p"), msg_id="n3.create.open",
+                    lane=lane, step_fence=HEAD_CLOSED, marker=True)
+    claim = Append(TaskClaimed(job_id="j", task_id="n3.create", attempt=1, provisioner="p", worker="p/w2"),
+                   msg_id="n3.create.claim", only_if_empty=fence, follows=marker.msg_id, lane=None if fence else lane)
+    return writer.submit(f"{HEAD_CLOSED}.p", marker), writer.submit("evt.task.n3.create", claim)
+
+
+async def test_a_claim_and_its_marker_that_land_are_one_batch_beside_other_claims() -> None:
+    server = FakeServer()
+    writer = _writer(server)
+    got = await asyncio.gather(*_opened(writer), _other_claim(writer))
+    assert list(got) == [1, 2, 3] and server.round_trips == 1
+    assert _claims_sent_unfenced(server) == []
+
+
+async def test_an_attempt_the_planner_closed_is_not_claimed_and_its_marker_is_not_stored() -> None:
+    """Its `StepClosed` stored (it timed out): the claim fails `StepEnded`, the marker is not
+    stored alone (an outcome would be), and the other claim of the batch lands."""
+    server = FakeServer()
+    server.stored.append((HEAD_CLOSED, {}))
+    writer = _writer(server)
+    marker, claim, other = await asyncio.gather(*_opened(writer), _other_claim(writer), return_exceptions=True)
+    assert isinstance(claim, StepEnded) and isinstance(marker, StepEnded) and isinstance(other, int)
+    assert sorted(s for s, _ in server.stored) == sorted([HEAD_CLOSED, "evt.task.n2.create"])
+    assert _claims_sent_unfenced(server) == []
+
+
+async def test_a_marker_beside_a_closed_cancel_fence_refuses_its_claim_as_cancelled() -> None:
+    server = FakeServer()
+    server.stored.append((FENCE, {}))
+    writer = _writer(server)
+    _, claim, other = await asyncio.gather(*_opened(writer), _other_claim(writer), return_exceptions=True)
+    assert type(claim) is ConcurrencyError and type(other) is ConcurrencyError  # (not StepEnded: cancelled)
+    assert not [s for s, _ in server.stored if s.startswith("evt.task")]
+
+
+async def test_a_rollbacks_claim_with_no_cancel_fence_goes_with_its_marker_in_its_steps_lane() -> None:
+    server = FakeServer()
+    server.stored.append((HEAD_CLOSED, {}))
+    writer = _writer(server)
+    marker, claim = await asyncio.gather(*_opened(writer, lane=HEAD_CLOSED, fence=None), return_exceptions=True)
+    assert isinstance(claim, StepEnded) and isinstance(marker, StepEnded)
+    assert [s for s, _ in server.stored] == [HEAD_CLOSED]

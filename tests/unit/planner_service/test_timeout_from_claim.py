@@ -74,3 +74,42 @@ async def test_a_claim_stamped_by_a_clock_ahead_puts_the_deadline_off_no_further
     await h.clock.advance(2)  # a timeout after the planner saw the claim, not after its stamp
     await h.settle()
     assert _timed_out(h, job_id) == [(CREATE, 1)]
+
+
+def _closed(h: Harness, job_id: str, task_id: str, attempt: int) -> list[int]:
+    subject = subjects.step_closed("default", job_id, task_id, attempt)
+    return [r.seq for r in h.log.records if r.subject == subject and r.type == "StepClosed"]
+
+
+async def test_an_attempt_that_times_out_unclaimed_is_closed_before_its_end() -> None:
+    """Its `StepClosed` is stored before the save that ends it: a provisioner that takes its
+    message later has its claim refused (its marker expects that subject empty: decision 59)."""
+    h, job_id = await _create_held("closed")
+    await h.clock.advance(TIMEOUT_S + 1)
+    await h.settle()
+    assert _timed_out(h, job_id) == [(CREATE, 1)]
+    [end] = [r.seq for r in h.job_records(job_id) if r.type == "TaskAttemptFailed" and r.event.task_id == CREATE]
+    assert [seq for seq in _closed(h, job_id, CREATE, 1) if seq < end] != []
+
+
+async def test_a_claim_stored_before_the_deadline_and_not_yet_taken_moves_it_instead_of_failing_the_attempt() -> None:
+    """Part 1's race: the claim is in the log a second before the deadline, the planner's consumer
+    has not delivered it. The timeout closes the attempt, reads its claims up to the close, finds
+    it, and counts the deadline from it: the attempt runs on, and ends a whole timeout after its
+    claim if its provisioner stays silent."""
+    h, job_id = await _create_held("race")
+    await h.clock.advance(TIMEOUT_S - 1)
+    await h.settle()
+    subject = subjects.task_events("default", job_id, CREATE, "prov-fake")
+    claim = TaskClaimed(job_id=job_id, task_id=CREATE, attempt=1, provisioner="prov-fake", worker="w1")
+    await h.log.append(subject, [Append(claim, msg_id=f"{job_id}.{CREATE}.1.claim.1")])  # (not delivered: no settle)
+    await h.clock.advance(2)  # the first deadline passes
+    assert _timed_out(h, job_id) == [] and _closed(h, job_id, CREATE, 1) != []
+    await h.settle()  # (the claim is delivered now: it moves nothing more)
+    await h.clock.advance(TIMEOUT_S - 3)
+    await h.settle()
+    assert _timed_out(h, job_id) == []
+    await h.clock.advance(2)  # a whole timeout after the claim
+    await h.settle()
+    assert _timed_out(h, job_id) == [(CREATE, 1)]
+    assert len(_closed(h, job_id, CREATE, 1)) == 1  # (closed once: read before it is stored again)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from contracts import subjects
-from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import StepOpened, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
-from muster.ports.eventlog import ConcurrencyError
+from muster.ports.eventlog import ConcurrencyError, StepEnded
 from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig
 from services.provisioner.domain.core import AHEAD_WAIT_S, FINISHING_PER_SLOT, RETRY_DELAY_S, WorkerCore
 from services.provisioner.plugins.testing import make_task
@@ -236,6 +236,35 @@ def test_a_claim_refused_by_its_cancel_fence_is_never_run_and_leaves_the_queue()
     actions = core.claimed(claim.held, 0.1, ConcurrencyError(f"{fence} is closed"), closed=True)
     assert _only(actions, Run) == [] and _only(actions, Answer) == [Answer("reply.1", TERM)]  # not redelivered
     assert core.cancelled == 1 and core.idle and core.in_flight == 0 and core.wanted() == 1
+
+
+def test_a_claim_goes_with_a_marker_fenced_on_its_attempts_end_and_refused_by_it_the_task_is_never_run() -> None:
+    """A lone task's claim has no step outcome before it to carry its step fence: a `StepOpened`
+    marker does, in the claim's lane, the claim following it (docs/decisions/0059). Refused (the
+    planner timed the attempt out while its message waited), it is never run and leaves the queue."""
+    core = _core()
+    fence = subjects.claims_closed("t1", "j", 0)
+    [claim] = _only(_deliver(core, 1, fence=fence, delivery=2), Claim)
+    task = TaskMessage.model_validate_json(_task(1))
+    assert claim.marker is not None
+    subject, marker = claim.marker
+    assert subject == subjects.step_opened("t1", "j", "t1", task.attempt, "p1") and isinstance(marker.event, StepOpened)
+    closed = subjects.step_closed("t1", "j", "t1", task.attempt)
+    assert (marker.step_fence, marker.lane, marker.marker) == (closed, fence, True) and marker.only_if_empty is None
+    assert (claim.append.follows, claim.append.only_if_empty) == (marker.msg_id, fence)
+    assert marker.msg_id != claim.append.msg_id and marker.msg_id.endswith(".2")  # (its delivery's, as the claim's)
+    actions = core.claimed(claim.held, 0.1, StepEnded(f"{closed} is closed"), closed=True, ended=True)
+    assert _only(actions, Run) == [] and _only(actions, Answer) == [Answer("reply.1", TERM)]
+    assert "ended its attempt" in _only(actions, Note)[0].what
+    assert core.ended == 1 and core.cancelled == 0 and core.idle and core.wanted() == 1
+
+
+def test_a_rollbacks_claim_and_its_marker_go_in_the_lane_of_its_attempts_end() -> None:
+    core = _core()
+    [claim] = _only(_deliver(core, 1), Claim)
+    assert claim.marker is not None
+    closed = subjects.step_closed("t1", "j", "t1", 1)
+    assert claim.marker[1].lane == closed and claim.append.lane == closed and claim.append.only_if_empty is None
 
 
 def test_a_claim_the_log_failed_without_a_fence_is_given_back() -> None:
