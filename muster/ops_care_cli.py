@@ -95,7 +95,7 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
         c = await s.cluster(cluster_ref)
         await s.execute(CheckCluster(cluster_id=c.id, services=service_list(services) or None))
         if opts.wait and not opts.dry_run and not opts.as_json:
-            print_drift(await s.cluster(c.id))
+            print_drift(await s.cluster(c.id, "read"))
 
 
 @click.command("repair")

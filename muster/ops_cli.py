@@ -173,7 +173,7 @@ async def _say_stale(s: Session, cluster_id: str) -> None:
     drift's `stale`), and the two ways to write them, so nobody has to know to look."""
     if not s.opts.wait or s.opts.as_json:
         return
-    c = await s.cluster(cluster_id)
+    c = await s.cluster(cluster_id, "read")
     stale = sorted({d.node for d in c.drift if d.observed == "stale"})
     if stale:
         shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
-from contracts.identity import OPERATION_PERMISSIONS
+from contracts.identity import OPERATION_PERMISSIONS, Permission
 from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
@@ -155,11 +155,11 @@ class Session:
             self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
         return self.client
 
-    async def cluster(self, ref: str) -> ClusterInfo:
-        try:
-            found = await (await self.tracker()).cluster(ref)
-        except CliError as err:
-            raise _needing(err) from None
+    async def cluster(self, ref: str, needs: Permission | None = None) -> ClusterInfo:
+        """The cluster `ref` names, read for the command's operation: the tracker refuses it
+        without the operation's permission (`needs`, else the command's own), naming that
+        grant, where a read alone was refused for `read` and, once given, the operation for more."""
+        found = await (await self.tracker()).cluster(ref, needs or _operation_permission())
         self.names[found.id] = found.name
         return found
 
@@ -175,7 +175,7 @@ class Session:
         plan does), best effort: a refusal is said with or without them."""
         for ident in set(_CLUSTER_ID.findall(text)) - set(self.names):
             with contextlib.suppress(CliError):
-                await self.cluster(ident)
+                await self.cluster(ident, "read")
 
     async def _ended(self, job_id: str, cmd: Command) -> str:
         """`, which failed: <why>` of a repeated request's job that has ended (best effort): a plan
@@ -255,16 +255,10 @@ class Session:
             out.print(describe_end(job_id, final))
 
 
-def _needing(refused: CliError) -> CliError:
-    """A cluster the requester may not read, named to an operation (`muster cluster expand web`):
-    the refusal names what the operation needs, which covers reading. It named `read` alone, and
-    once that was given the operation was refused for the rest (the grant to ask for was `write`)."""
+def _operation_permission() -> Permission:
+    """What the running command's operation needs on its cluster (`read` for any other)."""
     ctx = click.get_current_context(silent=True)
-    needs = OPERATION_PERMISSIONS.get(ctx.info_name or "") if ctx is not None else None
-    if refused.exit_code != EXIT_DENIED or needs in (None, "read") or " has no read permission on cluster " not in refused.message:
-        return refused
-    said = refused.message.replace(" has no read permission on ", f" has no {needs} permission on ", 1)
-    return CliError(said.replace(" read --scope cluster:", f" {needs} --scope cluster:", 1), EXIT_DENIED)
+    return OPERATION_PERMISSIONS.get(ctx.info_name or "", "read") if ctx is not None else "read"
 
 
 def print_governance(reply: DryRun) -> None:
