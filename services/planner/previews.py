@@ -115,7 +115,7 @@ class Previews:
         except SolverUnavailable as err:
             raise Refused(f"dry run needs a solver and none answered: {err}", code="unavailable") from None
         except NoLayout as err:
-            raise Refused(f"no layout: {err}", code="invalid") from None
+            raise Refused(f"no layout: {err}", code="invalid", field=planning.command_field(facts.command, err.fields)) from None
 
     async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts,
                       notes: Callable[[Cluster, Preview], Awaitable[dict[str, Any]]] | None = None,

@@ -388,3 +388,16 @@ async def test_a_create_on_a_provider_no_type_of_its_template_maps_is_refused_at
     catalog.imagetypes["ubuntu22"].providermap["cloud"] = {"image": "u22"}
     reply = await Harness(catalog=catalog).send(_create(provider="cloud", dry_run=True))
     assert not isinstance(reply, Rejected), reply
+
+
+async def test_a_service_whose_requirement_was_not_chosen_is_refused_at_the_services_field() -> None:
+    """The solver's dependency refusal, in a dry run (the console's form, HTTP's 422): it had no
+    field, and the form said it at its top."""
+    h = Harness()
+    reply = await h.send(_create(services=["base", "yarn-nodemanager"], dry_run=True))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+    cid = (await h.ok(_create(name="zk", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
+    reply = await h.send(AddServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=True))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
