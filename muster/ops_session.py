@@ -212,7 +212,7 @@ class Session:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
             await self._learn_names(reply.reason)
-            raise CliError(rejected_words(verb, reply, self.named), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
+            raise CliError(rejected_words(verb, reply, self.named, typed_as), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply, getattr(cmd, "job_id", "JOB"))
@@ -253,6 +253,25 @@ class Session:
             raise CliError(describe_end(job_id, final, followed.error_for(getattr(final, "reason", ""))), EXIT_FAILED)
         if not self.opts.as_json:
             out.print(describe_end(job_id, final))
+
+
+_PARAM_OF = {"tolerance": "tolerate", "cluster_id": "cluster_ref"}
+"""A request's field the commands take under another name."""
+
+
+def typed_as(field: str) -> str | None:
+    """How the running command takes a request's field (`services` -> `--services` of a
+    create, `SERVICES` of an add-services; `rolling.tolerance` -> `--tolerance`), None when it
+    takes none (a planner's refusal names the request's fields, which the user did not type)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    parts = field.split(".")
+    for name in dict.fromkeys(_PARAM_OF.get(p, p) for p in (parts[-1], parts[0])):
+        for param in ctx.command.params:
+            if (param.name == name or f"--{name.replace('_', '-')}" in param.opts) and not getattr(param, "hidden", False):
+                return param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    return None
 
 
 def _operation_permission() -> Permission:
