@@ -52,6 +52,21 @@ def service_list(values: Iterable[str]) -> list[str]:
     return [s for v in values for s in v.split(",") if s]
 
 
+def chosen(values: Sequence[str], what: str, left_out: str = "") -> list[str] | None:
+    """Names given as SERVICES, --services or --nodes (`service_list`), None when none were
+    given. Given, yet only empty (`--services "$EMPTY"`, `,`), is refused naming `what`: it
+    was read as none given, the template's services for a create, every service or every node
+    for a stop."""
+    if not values:
+        return None
+    names = service_list(values)
+    if not names:
+        noun = "node" if "node" in what.lower() else "service"
+        raise CliError(f"{what}: no {noun} named, only {', '.join(repr(v) for v in values[:3])}"
+                       + (f" (leave {what} out for {left_out})" if left_out else ""))
+    return names
+
+
 async def read_cluster(bus: Bus, ref: str) -> ClusterInfo:
     """A cluster by id or name, from its events (`show`, `drift`), through the tracker."""
     async with TrackerReads(bus) as tracker:
@@ -255,7 +270,7 @@ class Session:
             out.print(describe_end(job_id, final))
 
 
-_PARAM_OF = {"tolerance": "tolerate", "cluster_id": "cluster_ref"}
+_PARAM_OF = {"tolerance": "tolerate", "cluster_id": "cluster_ref", "lease_s": "lease"}
 """A request's field the commands take under another name."""
 
 

@@ -104,7 +104,7 @@ class Previews:
                 tolerance = len(cluster.nodes)
             return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
         except PlanError as err:
-            raise Refused(f"cannot plan {job.operation}: {err}", code="invalid") from None
+            raise Refused(f"cannot plan {job.operation}: {err}", code="invalid", field=err.field) from None
 
     async def _solve(self, job: Job, cluster: Cluster, facts: Facts) -> Layout:
         if self.solver is None:

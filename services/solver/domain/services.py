@@ -56,7 +56,8 @@ def check_dependencies(setting: Setting, cluster: frozenset[str], removed: froze
 def requested_services(setting: Setting, services: tuple[str, ...] | None) -> frozenset[str]:
     chosen = list(services) if services is not None else list(setting.template.defaults.services)
     if not chosen:
-        raise invalid(f"no services: template {setting.template.name!r} has no default services and none were requested",
+        raise invalid("no services: none were requested" if services is not None else
+                      f"no services: template {setting.template.name!r} has no default services and none were requested",
                       "services")
     check_known(setting, chosen)
     cluster = frozenset(chosen)
