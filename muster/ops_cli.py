@@ -118,6 +118,8 @@ async def create(name: str, template: str, nodes: int, services: tuple[str, ...]
                  relayout: int | None, urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
+    if not isinstance(config, dict):  # (as configure says it: the request's model said "Input should be a valid dictionary")
+        raise CliError("--config must be a JSON object (in YAML, a mapping)")
     cmd = CreateCluster(name=name, template=template, nodes=nodes, services=chosen(services, "--services", "the template's services"), provider=provider,
                         hardwaretype=hardwaretype, imagetype=imagetype, config=config,
                         lease_s=seconds(lease, "--lease") if lease else None, relayout=relayout,
@@ -206,7 +208,7 @@ async def configure(cluster_ref: str, config_text: str | None, config_option: st
     if config_text is not None:
         config = parse_json_arg(config_text, "CONFIG")
         if not isinstance(config, dict):
-            raise CliError("CONFIG must be a JSON object")
+            raise CliError("CONFIG must be a JSON object (in YAML, a mapping)")
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         info = await s.cluster(cluster_ref)

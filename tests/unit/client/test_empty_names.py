@@ -5,6 +5,8 @@ a stop or a restart every service or every node, an add-services a pydantic sent
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -30,3 +32,12 @@ def test_a_create_given_empty_services_is_refused_before_anything_is_sent() -> N
                                     "--nats-url", "nats://127.0.0.1:1", "--dry-run"])
     assert ran.exit_code == 2 and "--services: no service named, only ''" in ran.output, ran.output
     assert "unreachable" not in ran.output and "cannot reach" not in ran.output, ran.output
+
+
+def test_a_create_config_that_is_no_object_is_refused_naming_the_option(tmp_path: Path) -> None:
+    """`--config @list.yaml` said `invalid request: config: Input should be a valid dictionary`."""
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n")
+    ran = CliRunner().invoke(main, ["cluster", "create", "web", "-t", "hadoop-small", "-n", "3", "--config", f"@{listed}",
+                                    "--nats-url", "nats://127.0.0.1:1", "--dry-run"])
+    assert ran.exit_code == 2 and "--config must be a JSON object (in YAML, a mapping)" in ran.output, ran.output
