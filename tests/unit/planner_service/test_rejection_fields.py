@@ -6,6 +6,7 @@ operation on its own cluster."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -402,6 +403,16 @@ async def test_a_service_whose_requirement_was_not_chosen_is_refused_at_the_serv
     reply = await h.send(AddServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=True))
     assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
     assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+
+
+def test_a_solvers_fields_are_the_commands_services() -> None:
+    """What a dry run refused by the solver names (`NoLayout.fields`, the layout request's)."""
+    from services.planner.domain.planning import command_field
+
+    assert command_field(_create(), ["services"]) == "services"
+    assert command_field(AddServices(cluster_id=str(uuid.uuid4()), services=["a"]), ["add_services"]) == "services"
+    assert command_field(ExpandCluster(cluster_id=str(uuid.uuid4()), nodes=4), ["services"]) is None  # (the cluster's own)
+    assert command_field(_create(), []) is None
 
 
 async def test_a_create_naming_no_services_or_an_empty_name_is_refused_in_words_that_fit() -> None:
