@@ -459,6 +459,9 @@ class LayoutUnsolvable(Event):
     job_id: str
     kind: Literal["unsolvable", "invalid"]
     message: str
+    fields: list[str] = Field(default_factory=list, description=(
+        "the request's fields (LayoutRequested: services, add_services, remove_services) the answer is about, when "
+        "it is about some (a service that requires one not chosen): where a form shows it; empty otherwise"))
     solver: str = ""
     round: int = Field(default=0, ge=0, description="the request's round")
 

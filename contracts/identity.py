@@ -49,7 +49,12 @@ OPERATION_PERMISSIONS: dict[str, Permission] = {
     "approve": "approve", "reject": "approve",  # a job waiting for approval (docs/governance.md)
 }
 """What each operation needs on its cluster or job (docs/security.md): the planner checks it, and the
-CLI names it in a refusal of a cluster the requester may not read (`muster cluster expand web`)."""
+CLI's lookup of the cluster asks the tracker for it (`LOOKUP_PERMISSIONS`)."""
+
+LOOKUP_PERMISSIONS: tuple[Permission, ...] = ("read", "write", "execute", "approve")
+"""What `GET /v1/events?cluster=...&needs=` may ask for: the read of a cluster before an
+operation (`muster cluster expand web`) asks for the operation's permission, so its refusal
+names the grant the operation needs, for every client. Each covers `read` (`grant` does not)."""
 
 Role = Literal["super_admin", "tenant_admin", "user", "service"]
 ServiceKind = Literal["planner", "solver", "tracker", "provisioner", "pool", "governance", "notifier", "system"]

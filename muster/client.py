@@ -83,12 +83,17 @@ class RequestRejected(MusterError):
         super().__init__(rejected_words(verb, reply))
 
 
-def rejected_words(verb: str, reply: Rejected, named: Callable[[str], str] = str) -> str:
+def rejected_words(verb: str, reply: Rejected, named: Callable[[str], str] = str,
+                   said: Callable[[str], str | None] = lambda field: None) -> str:
     """`<verb> rejected: <reason>`; a refusal of several problems, one line each with its field
-    (joined on one line, where one ended and the next began was the reader's guess)."""
+    (joined on one line, where one ended and the next began was the reader's guess). `said`:
+    how the command's user gave a field (`services` -> `--services`), when it was: a single
+    refusal names it, `create rejected (--services): ...`."""
     if not reply.problems:
-        return f"{verb} rejected: {named(reply.reason)}"
-    listed = "".join(f"\n  {p.field or 'request'}: {named(p.reason)}" for p in reply.problems)
+        where = said(reply.field) if reply.field else None
+        return f"{verb} rejected{f' ({where})' if where else ''}: {named(reply.reason)}"
+    listed = "".join(f"\n  {(said(p.field) if p.field else None) or p.field or 'request'}: {named(p.reason)}"
+                     for p in reply.problems)
     return f"{verb} rejected, {len(reply.problems)} problems:{listed}"
 
 

@@ -18,7 +18,7 @@ from .cli_bus import Bus
 from .cli_support import CliError, echo_json
 from .client import ClusterInfo
 from .cluster_reads_cli import cluster_read
-from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .ops_session import Options, Session, chosen, cluster_op, job_op, out, read_cluster
 from .tables import print_rows
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -93,9 +93,9 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
     --wait, print what was found and the drift."""
     async with Session(opts) as s:
         c = await s.cluster(cluster_ref)
-        await s.execute(CheckCluster(cluster_id=c.id, services=service_list(services) or None))
+        await s.execute(CheckCluster(cluster_id=c.id, services=chosen(services, "SERVICES", "all of them")))
         if opts.wait and not opts.dry_run and not opts.as_json:
-            print_drift(await s.cluster(c.id))
+            print_drift(await s.cluster(c.id, "read"))
 
 
 @click.command("repair")

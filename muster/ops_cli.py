@@ -46,7 +46,7 @@ from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import parse_rolling as _rolling
 from .ops_care_cli import rolling_options, seconds
-from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, out, service_list
+from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, job_op, out
 
 
 def nodes_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -118,7 +118,9 @@ async def create(name: str, template: str, nodes: int, services: tuple[str, ...]
                  relayout: int | None, urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
-    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=service_list(services) or None, provider=provider,
+    if not isinstance(config, dict):  # (as configure says it: the request's model said "Input should be a valid dictionary")
+        raise CliError("--config must be a JSON object (in YAML, a mapping)")
+    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=chosen(services, "--services", "the template's services"), provider=provider,
                         hardwaretype=hardwaretype, imagetype=imagetype, config=config,
                         lease_s=seconds(lease, "--lease") if lease else None, relayout=relayout,
                         pool=_pool_wait(urgency, wait_for_hosts, callback))
@@ -173,7 +175,7 @@ async def _say_stale(s: Session, cluster_id: str) -> None:
     drift's `stale`), and the two ways to write them, so nobody has to know to look."""
     if not s.opts.wait or s.opts.as_json:
         return
-    c = await s.cluster(cluster_id)
+    c = await s.cluster(cluster_id, "read")
     stale = sorted({d.node for d in c.drift if d.observed == "stale"})
     if stale:
         shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
@@ -206,12 +208,12 @@ async def configure(cluster_ref: str, config_text: str | None, config_option: st
     if config_text is not None:
         config = parse_json_arg(config_text, "CONFIG")
         if not isinstance(config, dict):
-            raise CliError("CONFIG must be a JSON object")
+            raise CliError("CONFIG must be a JSON object (in YAML, a mapping)")
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         info = await s.cluster(cluster_ref)
         again = {"config": info.config, "if_version": info.version} if config is None else {"config": config}
-        await s.execute(ConfigureCluster(cluster_id=info.id, restart=restart, rolling=spec, nodes=service_list(nodes) or None,
+        await s.execute(ConfigureCluster(cluster_id=info.id, restart=restart, rolling=spec, nodes=chosen(nodes, "--nodes", "every node"),
                                          **again))
 
 
@@ -221,9 +223,9 @@ def _services_operation(name: str, model: Callable[..., Command], doc: str, requ
     @click.argument("services", nargs=-1, required=required)
     @cluster_op
     async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options, nodes: tuple[str, ...] = ()) -> None:
-        picked = {"nodes": service_list(nodes) or None} if picks else {}
+        picked = {"nodes": chosen(nodes, "--nodes", "every node")} if picks else {}
         async with Session(opts) as s:
-            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None, **picked))
+            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=chosen(services, "SERVICES", "" if required else "all of them"), **picked))
 
     if picks:
         nodes_option(operation)
@@ -240,8 +242,8 @@ async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | No
     """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None,
-                                        rolling=spec, nodes=service_list(nodes) or None))
+        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=chosen(services, "SERVICES", "all of them"),
+                                        rolling=spec, nodes=chosen(nodes, "--nodes", "every node")))
 
 
 _services_operation("add-services", AddServices, "Add SERVICES to CLUSTER (the solver places them).", required=True)

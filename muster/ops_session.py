@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
-from contracts.identity import OPERATION_PERMISSIONS
+from contracts.identity import OPERATION_PERMISSIONS, Permission
 from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
@@ -50,6 +50,21 @@ WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL
 def service_list(values: Iterable[str]) -> list[str]:
     """SERVICES arguments: comma-separated, repeated, or both."""
     return [s for v in values for s in v.split(",") if s]
+
+
+def chosen(values: Sequence[str], what: str, left_out: str = "") -> list[str] | None:
+    """Names given as SERVICES, --services or --nodes (`service_list`), None when none were
+    given. Given, yet only empty (`--services "$EMPTY"`, `,`), is refused naming `what`: it
+    was read as none given, the template's services for a create, every service or every node
+    for a stop."""
+    if not values:
+        return None
+    names = service_list(values)
+    if not names:
+        noun = "node" if "node" in what.lower() else "service"
+        raise CliError(f"{what}: no {noun} named, only {', '.join(repr(v) for v in values[:3])}"
+                       + (f" (leave {what} out for {left_out})" if left_out else ""))
+    return names
 
 
 async def read_cluster(bus: Bus, ref: str) -> ClusterInfo:
@@ -155,11 +170,11 @@ class Session:
             self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
         return self.client
 
-    async def cluster(self, ref: str) -> ClusterInfo:
-        try:
-            found = await (await self.tracker()).cluster(ref)
-        except CliError as err:
-            raise _needing(err) from None
+    async def cluster(self, ref: str, needs: Permission | None = None) -> ClusterInfo:
+        """The cluster `ref` names, read for the command's operation: the tracker refuses it
+        without the operation's permission (`needs`, else the command's own), naming that
+        grant, where a read alone was refused for `read` and, once given, the operation for more."""
+        found = await (await self.tracker()).cluster(ref, needs or _operation_permission())
         self.names[found.id] = found.name
         return found
 
@@ -175,7 +190,7 @@ class Session:
         plan does), best effort: a refusal is said with or without them."""
         for ident in set(_CLUSTER_ID.findall(text)) - set(self.names):
             with contextlib.suppress(CliError):
-                await self.cluster(ident)
+                await self.cluster(ident, "read")
 
     async def _ended(self, job_id: str, cmd: Command) -> str:
         """`, which failed: <why>` of a repeated request's job that has ended (best effort): a plan
@@ -212,7 +227,7 @@ class Session:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
             await self._learn_names(reply.reason)
-            raise CliError(rejected_words(verb, reply, self.named), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
+            raise CliError(rejected_words(verb, reply, self.named, typed_as), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply, getattr(cmd, "job_id", "JOB"))
@@ -255,16 +270,29 @@ class Session:
             out.print(describe_end(job_id, final))
 
 
-def _needing(refused: CliError) -> CliError:
-    """A cluster the requester may not read, named to an operation (`muster cluster expand web`):
-    the refusal names what the operation needs, which covers reading. It named `read` alone, and
-    once that was given the operation was refused for the rest (the grant to ask for was `write`)."""
+_PARAM_OF = {"tolerance": "tolerate", "cluster_id": "cluster_ref", "lease_s": "lease"}
+"""A request's field the commands take under another name."""
+
+
+def typed_as(field: str) -> str | None:
+    """How the running command takes a request's field (`services` -> `--services` of a
+    create, `SERVICES` of an add-services; `rolling.tolerance` -> `--tolerance`), None when it
+    takes none (a planner's refusal names the request's fields, which the user did not type)."""
     ctx = click.get_current_context(silent=True)
-    needs = OPERATION_PERMISSIONS.get(ctx.info_name or "") if ctx is not None else None
-    if refused.exit_code != EXIT_DENIED or needs in (None, "read") or " has no read permission on cluster " not in refused.message:
-        return refused
-    said = refused.message.replace(" has no read permission on ", f" has no {needs} permission on ", 1)
-    return CliError(said.replace(" read --scope cluster:", f" {needs} --scope cluster:", 1), EXIT_DENIED)
+    if ctx is None:
+        return None
+    parts = field.split(".")
+    for name in dict.fromkeys(_PARAM_OF.get(p, p) for p in (parts[-1], parts[0])):
+        for param in ctx.command.params:
+            if (param.name == name or f"--{name.replace('_', '-')}" in param.opts) and not getattr(param, "hidden", False):
+                return param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    return None
+
+
+def _operation_permission() -> Permission:
+    """What the running command's operation needs on its cluster (`read` for any other)."""
+    ctx = click.get_current_context(silent=True)
+    return OPERATION_PERMISSIONS.get(ctx.info_name or "", "read") if ctx is not None else "read"
 
 
 def print_governance(reply: DryRun) -> None:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from contracts.events import EVENT_ADAPTER
+from contracts.identity import Permission
 from contracts.records import Recorded
 
 from . import cli_bus
@@ -205,10 +206,11 @@ class TrackerReads:
     async def history(self, **selection: Any) -> list[Recorded]:
         return [recorded(item) async for item in self.events(**selection)]
 
-    async def cluster(self, ref: str) -> ClusterInfo:
+    async def cluster(self, ref: str, needs: Permission = "read") -> ClusterInfo:
         """A cluster by id or name (the live one of that name, else the last deleted), folded
-        from its own events."""
-        found = ClusterInfo.from_history(await self.history(cluster=ref, jobs=False))
+        from its own events. `needs`: what it is read for (an operation's permission), which
+        the tracker checks and names in a refusal."""
+        found = ClusterInfo.from_history(await self.history(cluster=ref, jobs=False, needs=None if needs == "read" else needs))
         if found is None:
             raise CliError(f"no cluster {ref!r}", EXIT_INVALID)
         return await self._repairs(found)

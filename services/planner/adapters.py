@@ -281,5 +281,5 @@ class NatsSolver:
             raise SolverUnavailable(type(err).__name__) from None
         answer = json.loads(reply.data)
         if answer.get("type") != "LayoutSolved":
-            raise NoLayout(answer.get("message", answer))
+            raise NoLayout(str(answer.get("message", answer)), tuple(map(str, answer.get("fields") or ())))
         return Layout.model_validate(answer["layout"])

@@ -172,7 +172,12 @@ class Workers(Protocol):
 
 
 class NoLayout(Exception):
-    """The solver answered: no layout satisfies the request (the message says why)."""
+    """The solver answered: no layout satisfies the request (the message says why; `fields`:
+    the request's fields it is about, `LayoutUnsolvable.fields`)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 class SolverUnavailable(Exception):

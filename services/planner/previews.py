@@ -104,7 +104,7 @@ class Previews:
                 tolerance = len(cluster.nodes)
             return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
         except PlanError as err:
-            raise Refused(f"cannot plan {job.operation}: {err}", code="invalid") from None
+            raise Refused(f"cannot plan {job.operation}: {err}", code="invalid", field=err.field) from None
 
     async def _solve(self, job: Job, cluster: Cluster, facts: Facts) -> Layout:
         if self.solver is None:
@@ -115,7 +115,7 @@ class Previews:
         except SolverUnavailable as err:
             raise Refused(f"dry run needs a solver and none answered: {err}", code="unavailable") from None
         except NoLayout as err:
-            raise Refused(f"no layout: {err}", code="invalid") from None
+            raise Refused(f"no layout: {err}", code="invalid", field=planning.command_field(facts.command, err.fields)) from None
 
     async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts,
                       notes: Callable[[Cluster, Preview], Awaitable[dict[str, Any]]] | None = None,

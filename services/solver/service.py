@@ -49,7 +49,8 @@ def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolv
     try:
         layout = solve(catalog, solve_request)
     except SolveError as err:
-        return LayoutUnsolvable(job_id=request.job_id, kind=err.kind, message=err.message, solver=solver, round=request.round)
+        return LayoutUnsolvable(job_id=request.job_id, kind=err.kind, message=err.message, fields=list(err.fields), solver=solver,
+                                round=request.round)
     return LayoutSolved(job_id=request.job_id, layout=layout, solver=solver, round=request.round)
 
 

@@ -37,7 +37,7 @@ from . import auth as auth_
 from . import planner_view
 from .app import event_json, skipped_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, last_event_id, not_an_id, shown, tenant_of
-from .people import flag, resolve_cluster, time_query
+from .people import flag, needs_query, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
 from .provisioner_view import event_for
 from .sse import deliveries, sse, stream_response
@@ -105,9 +105,9 @@ async def _selection(request: web.Request, tenant: str) -> Selection:
     if "cluster" in q:
         if q["cluster"] == "*":
             every = Scope(tenant=tenant, kind="cluster", id="*")
-            auth_.may_read(request, every)
+            request[auth_.AUTHZ].require(needs_query(request), every)
             return Selection(tenant, [f"{subjects.EVT}.{tenant}.cluster.*"], scope=every)
-        cluster_id, _ = await resolve_cluster(request, tenant, q["cluster"])
+        cluster_id, _ = await resolve_cluster(request, tenant, q["cluster"], needs=needs_query(request))
         own, scope = subjects.cluster_events(tenant, cluster_id), Scope(tenant=tenant, kind="cluster", id=cluster_id)
         if not with_jobs:
             return Selection(tenant, [own], scope=scope)

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from contracts import subjects
 from contracts.catalog import KINDS, Catalog
-from contracts.identity import Scope
+from contracts.identity import LOOKUP_PERMISSIONS, Permission, Scope
 from muster.catalog.sensitive import redact
 from muster.catalog.store import read_history, read_state
 from muster.readmodel.clusters import fold_cluster
@@ -88,13 +88,14 @@ async def _named(tracker: Tracker, tenant: str, name: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter: str = "cluster") -> tuple[str, str]:
+async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter: str = "cluster",
+                          needs: Permission = "read") -> tuple[str, str]:
     """(id, name) of the cluster `ref` names, which the principal may read: an id, or a name
-    (the live cluster of that name, else the last deleted one). 404 when there is none, 400
-    when several live clusters share the name, 403 without `read` on an id (naming only the id
-    given). A name resolves among the clusters the principal may read: one it may not is
-    answered as no cluster of that name, as the console and the 400 id hint do (a 403 named
-    its id, docs/security.md)."""
+    (the live one of that name, else the last deleted one). 404 when there is none, 400 when
+    several live clusters share the name, 403 without `needs` on it. A name resolves among the
+    clusters the principal may read: one it may not is answered as no cluster of that name, as
+    the console and the 400 id hint do (a 403 named its id, docs/security.md). `needs`: what
+    the read is for (`needs_query`), named by the refusal."""
     if not _REF.fullmatch(ref):
         raise BadParameter(parameter, f"{parameter} {shown(ref)} is neither a cluster id nor a cluster name")
     tracker = request.app[TRACKER]
@@ -104,7 +105,7 @@ async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter
         known = await _status(tracker, tenant, cluster_id)
         if known is None:
             raise not_found(f"no cluster {cluster_id} in tenant {tenant}")
-        authz.require("read", Scope(tenant=tenant, kind="cluster", id=cluster_id))
+        _require(authz, needs, Scope(tenant=tenant, kind="cluster", id=cluster_id), known[0])
         return cluster_id, known[0]
     readable = [c for c in await _named(tracker, tenant, ref) if authz.may("read", Scope(tenant=tenant, kind="cluster", id=c))]
     states = {c: await _status(tracker, tenant, c) for c in readable}
@@ -114,7 +115,30 @@ async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter
     chosen = live or [c for c, s in states.items() if s is not None][-1:]
     if not chosen:
         raise not_found(f"no cluster named {ref!r} in tenant {tenant}")
+    _require(authz, needs, Scope(tenant=tenant, kind="cluster", id=chosen[0]), ref)
     return chosen[0], ref
+
+
+def _require(authz: auth_.Authz, needs: Permission, scope: Scope, name: str) -> None:
+    """403 without `needs` on the cluster, naming that permission (an operation's lookup was
+    refused for `read`, and once that was given the operation for `write`). The cluster is said
+    by its name only to one who may read it (docs/security.md, "What a refusal names")."""
+    decision = authz.may(needs, scope)
+    if decision:
+        return
+    reason = decision.reason
+    if name and needs != "read" and authz.may("read", scope):
+        reason = reason.replace(f"cluster {scope.id} ", f"cluster {name} ({scope.id}) ", 1)
+    raise auth_.Forbidden(reason)
+
+
+def needs_query(request: web.Request) -> Permission:
+    """`needs`: the permission a cluster's read is for (an operation's lookup asks for the
+    operation's own: contracts/identity.py LOOKUP_PERMISSIONS); default `read`."""
+    raw = request.query.get("needs", "read")
+    if raw not in LOOKUP_PERMISSIONS:
+        raise BadParameter("needs", f"needs {shown(raw)} is not one of {', '.join(LOOKUP_PERMISSIONS)}")
+    return raw
 
 
 # -- handlers ----------------------------------------------------------------------------------------

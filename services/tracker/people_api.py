@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from contracts import subjects
 from contracts.catalog import KINDS
+from contracts.identity import LOOKUP_PERMISSIONS
 
 from .api_base import LAST_EVENT_ID, TENANT, UUID_PATTERN, Route, _Out, _param
 
@@ -107,6 +108,10 @@ _CLUSTER = _param("cluster", "query", {"type": "string", "pattern": r"^(\*|[A-Za
                   "A cluster, by id or name (the live one of that name, else the last deleted): its events and, with "
                   "`jobs`, its jobs'. Needs `read` on the cluster. `*`: every cluster's own events (`read` on every "
                   "cluster; `jobs` does not apply).")
+_NEEDS = _param("needs", "query", {"type": "string", "enum": list(LOOKUP_PERMISSIONS), "default": "read"},
+                "With `cluster`: what the read is for. A client about to run an operation on the cluster asks for the "
+                "operation's permission (`write` for an expand, `execute` for a restart: the CLI does), and is refused "
+                "(403) naming that permission and the grant to ask for, not `read` alone.")
 _JOBS = _param("jobs", "query", {"type": "boolean", "default": True}, "With `cluster`: its jobs' events too.")
 _AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "maximum": MAX_SEQ, "default": 0},
                 "Only events after this log sequence.")
@@ -130,7 +135,7 @@ ROUTES: tuple[Route, ...] = (
           "The log as server-sent events: one `event` per event (id = log sequence; data = seq, subject, time, type, "
           "aggregate_id, version, event), then `end` (data: `{\"seq\"}`, the log's last sequence when the read "
           "began) once caught up; with `follow`, new events as they are recorded and `: keep-alive` comments. Give "
-          "one of `job`, `cluster` and `subject` (given several, the first of these counts; none: `subject=>`).", None, (TENANT, _RELATIVE, _JOB, _CLUSTER, _JOBS, _AFTER, _SINCE, _FOLLOW, LAST_EVENT_ID),
+          "one of `job`, `cluster` and `subject` (given several, the first of these counts; none: `subject=>`).", None, (TENANT, _RELATIVE, _JOB, _CLUSTER, _NEEDS, _JOBS, _AFTER, _SINCE, _FOLLOW, LAST_EVENT_ID),
           content_type="text/event-stream"),
     Route("/v1/replay", "get_replay",
           "A cluster rebuilt from the log as it was at a point (`seq` or `at`; default now), with each of its jobs "

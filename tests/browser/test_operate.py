@@ -183,6 +183,39 @@ def test_several_mistakes_are_each_refused_at_their_field_in_one_preview(muster:
     assert log_of(muster) == before
 
 
+def test_a_service_whose_requirement_is_not_ticked_is_refused_at_the_services_field(muster: Muster, page: Any) -> None:
+    """The solver's refusal of a service that requires one not chosen (create, add-services)
+    carried no field: the form said it at its top, away from the boxes to tick. It is said at
+    the services, whose ticked box gets the focus; nothing reaches the log."""
+    sign_in(page, person(muster, "writer", "write", "cluster:*"), "/ui/clusters/new?template=hadoop-small")
+    before = log_of(muster)
+    page.get_by_label("Name", exact=True).fill("needs-rm")
+    page.get_by_label(re.compile("^Nodes")).fill("3")
+    form = page.get_by_test_id("create-form")
+    for box in form.locator("input[name=services]").all():
+        box.set_checked(box.get_attribute("value") in ("base", "yarn-nodemanager"))
+    page.get_by_role("button", name="Preview").click()
+    expect(page.get_by_test_id("error-services")).to_contain_text(
+        "yarn-nodemanager requires yarn-resourcemanager, which no service on the cluster is or provides")
+    expect(page.get_by_test_id("form-error")).to_have_count(0)
+    expect(form.locator("input[name=services][value=base]")).to_be_focused()
+    expect(form.locator("input[name=services][value=yarn-nodemanager]")).to_be_checked()  # as it was ticked
+    assert log_of(muster) == before
+    # A cluster without yarn, where yarn-nodemanager alone is added.
+    muster.cli("cluster", "create", "no-yarn", "-t", "hadoop-small", "-n", "2", "--services", "base,zookeeper-server",
+               "--tenant", "default", "--data-dir", str(muster.data_dir), "--wait")
+    page.goto("/ui/clusters")
+    page.get_by_role("link", name="no-yarn").click()
+    add = page.get_by_test_id("op-add-services")
+    add.locator("summary").click()
+    add.get_by_label("yarn-nodemanager").check()
+    add.get_by_role("button", name="Preview").click()
+    add = page.get_by_test_id("op-add-services")
+    expect(add.get_by_test_id("error-services")).to_contain_text("yarn-nodemanager requires yarn-resourcemanager")
+    expect(page.get_by_test_id("form-error")).to_have_count(0)
+    expect(add.get_by_label("yarn-nodemanager")).to_be_focused()
+
+
 def test_an_operator_stops_a_service_on_one_node_from_the_cluster_page_after_a_preview(muster: Muster, page: Any) -> None:
     """The console could not start, stop, check or repair (the CLI can: `muster cluster stop c1
     SERVICE --nodes n1000`; a new user's walk, session 20). Each is a change form now, previewed

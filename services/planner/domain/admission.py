@@ -246,8 +246,17 @@ def services_of(f: Facts) -> list[str]:
 
 
 def services_known(f: Facts) -> None:
+    if isinstance(f.command, CreateCluster) and f.command.services == []:
+        # (the solver answered "template 'hadoop-small' has no default services and none were requested")
+        try:
+            defaults = ", ".join(template_of(f).defaults.services)
+        except Refused:  # (the template's own refusal is said at its field)
+            defaults = ""
+        raise Refused("no services named: name at least one, or leave services out for the template's defaults"
+                      + (f" ({defaults})" if defaults else ""), code="invalid", field="services")
     if unknown := sorted(set(services_of(f)) - set(f.catalog.services)):
-        raise Refused(f"unknown services: {', '.join(unknown)}{_services_hint(f, unknown)}", code="invalid", field="services")
+        said = ", ".join(s if s and s.strip() == s else repr(s) for s in unknown)  # (`[""]` said "unknown services: ")
+        raise Refused(f"unknown services: {said}{_services_hint(f, unknown)}", code="invalid", field="services")
 
 
 SERVICES_LISTED = 30

@@ -7,7 +7,7 @@ here is planning itself (`PlanError`), which the caller turns into a refusal or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -127,6 +127,16 @@ def layout_request(job_id: str, cluster: Cluster, catalog: Catalog, cmd: Any) ->
         remove_services=list(cmd.services) if isinstance(cmd, RemoveServices) else [],
         catalog=solver_catalog(catalog),
     )
+
+
+def command_field(cmd: Any, fields: Iterable[str]) -> str | None:
+    """The command's field a solver's answer is about (its `fields` name the layout request's):
+    an add or a removal of services is the command's `services`; so is a create's; the
+    existing cluster's `services` (another operation's request) is no field the command has."""
+    for field in fields:
+        if field in ("add_services", "remove_services") or (field == "services" and isinstance(cmd, CreateCluster)):
+            return "services"
+    return None
 
 
 def layout_request_of(job: Job, cluster: Cluster, catalog: Catalog) -> LayoutRequested:

@@ -38,11 +38,11 @@ def batch_size(batch: int | str, nodes: int) -> int:
     """A batch of `batch` nodes, or `"p%"` of `nodes` (at least one)."""
     if isinstance(batch, int):
         if batch < 1:
-            raise PlanError(f"rolling batch {batch} must be at least 1")
+            raise PlanError(f"rolling batch {batch} must be at least 1", "rolling.batch")
         return batch
     match = _PERCENT.match(batch.strip())
     if match is None or not 0 < float(match.group(1)) <= 100:
-        raise PlanError(f"rolling batch {batch!r} is neither a count nor a percentage in (0, 100]")
+        raise PlanError(f"rolling batch {batch!r} is neither a count nor a percentage in (0, 100]", "rolling.batch")
     return max(1, math.ceil(float(match.group(1)) * nodes / 100))
 
 

@@ -11,16 +11,19 @@ class SolveError(Exception):
     """`invalid`: the request names something that does not exist or breaks a rule of the
     catalog (unknown service, missing `requires`...). `unsolvable`: the request is well formed
     but no layout satisfies the template's constraints. The message says which constraint,
-    which services and which numbers."""
+    which services and which numbers. `fields`: the request's fields (`LayoutRequested`'s:
+    services, add_services, remove_services) it is about, when it is about some: a form shows
+    it there."""
 
-    def __init__(self, kind: Kind, message: str) -> None:
+    def __init__(self, kind: Kind, message: str, fields: tuple[str, ...] = ()) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind: Kind = kind
         self.message = message
+        self.fields = fields
 
 
-def invalid(message: str) -> SolveError:
-    return SolveError("invalid", message)
+def invalid(message: str, *fields: str) -> SolveError:
+    return SolveError("invalid", message, fields)
 
 
 def unsolvable(message: str) -> SolveError:

@@ -42,7 +42,7 @@ def solve_existing(setting: Setting, request: SolveRequest) -> Layout:
     add, remove = frozenset(request.add_services), frozenset(request.remove_services)
     _check_change(setting, request, old, add, remove)
     cluster = (old - remove) | add
-    check_dependencies(setting, cluster, remove)
+    check_dependencies(setting, cluster, remove, "add_services" if add else None)
     check_size(setting.template, request.nodes, current=request.existing.nodes)
     if add or remove:
         return _change_services(setting, request, groups, cluster, add, remove)
@@ -65,21 +65,21 @@ def _check_change(
     setting: Setting, request: SolveRequest, old: frozenset[str], add: frozenset[str], remove: frozenset[str]
 ) -> None:
     if request.services is not None and frozenset(request.services) != old:
-        raise invalid("to change the services of an existing cluster use add-services / remove-services")
+        raise invalid("to change the services of an existing cluster use add-services / remove-services", "services")
     if add & old:
-        raise invalid(f"already on the cluster: {names(sorted(add & old))}")
+        raise invalid(f"already on the cluster: {names(sorted(add & old))}", "add_services")
     if remove - old:
-        raise invalid(f"not on the cluster, cannot remove: {names(sorted(remove - old))}")
+        raise invalid(f"not on the cluster, cannot remove: {names(sorted(remove - old))}", "remove_services")
     if add & remove:
-        raise invalid(f"both added and removed: {names(sorted(add & remove))}")
-    check_known(setting, sorted(add))
+        raise invalid(f"both added and removed: {names(sorted(add & remove))}", "add_services", "remove_services")
+    check_known(setting, sorted(add), field="add_services")
     if (add or remove) and request.nodes != request.existing.nodes:  # type: ignore[union-attr]
         raise invalid(
             f"add-services/remove-services keep the node count ({request.existing.nodes}); "  # type: ignore[union-attr]
             f"{request.nodes} requested: change nodes and services in separate operations"
         )
     if remove and not (old - remove) | add:
-        raise invalid("removing every service leaves nothing on the cluster")
+        raise invalid("removing every service leaves nothing on the cluster", "remove_services")
 
 
 def _served(groups: list[Group]) -> dict[str, int]:

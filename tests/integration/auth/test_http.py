@@ -230,6 +230,28 @@ async def test_people_read_their_tenants_log_replays_and_catalog_by_their_grants
     assert _events(body) == ["event", "event", "end"] and "JobRequested" in body  # its jobs' too
 
 
+async def test_a_clusters_read_for_an_operation_is_refused_naming_the_operations_permission(served: Served) -> None:
+    """`needs` (the CLI's lookup before `muster cluster expand d`): the 403 names the grant the
+    operation needs. It named `read`, and once that was given the expand was refused for `write`
+    (the CLI rewrote the tracker's words; an HTTP or NATS client got `read`). The cluster is
+    named by its name only to one who may read it."""
+    status, body = await _read(served, f"/v1/events?cluster={OTHER}&jobs=false&needs=write", "onec")
+    assert status == 403 and f"onec has no write permission on cluster {OTHER} of tenant a" in body, body
+    assert f"muster grant onec write --scope cluster:{OTHER}" in body and "cluster d" not in body, body
+    status, body = await _read(served, "/v1/events?cluster=d&jobs=false&needs=write", "onec")
+    assert status == 404 and "no cluster named 'd' in tenant a" in body and OTHER not in body, body  # (unreadable: no such name)
+    for ref in ("c", CLUSTER):  # a reader is told the name it knows
+        status, body = await _read(served, f"/v1/events?cluster={ref}&jobs=false&needs=execute", "onec")
+        assert status == 403 and f"onec has no execute permission on cluster c ({CLUSTER}) of tenant a" in body, body
+        assert f"muster grant onec execute --scope cluster:{CLUSTER}" in body, body
+    status, body = await _read(served, "/v1/events?cluster=*&jobs=false&needs=write", "reader")
+    assert status == 403 and "reader has no write permission on every cluster of tenant a" in body, body
+    status, body = await _read(served, "/v1/events?cluster=c&jobs=false&needs=write", "ada")
+    assert status == 200 and _events(body) == ["event", "end"], body
+    status, body = await _read(served, "/v1/events?cluster=c&jobs=false&needs=grant", "alice")
+    assert status == 400 and "needs 'grant' is not one of read, write, execute, approve" in body, body
+
+
 async def test_another_tenants_user_sees_nothing_of_them(served: Served) -> None:
     for path in PEOPLE:
         status, body = await _read(served, path, "bob", tenant="a")

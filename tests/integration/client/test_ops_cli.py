@@ -160,7 +160,7 @@ async def test_a_job_that_does_not_succeed_exits_1(stack: Stack, fresh_nats: str
 
 async def test_bad_requests_are_one_sentence(stack: Stack, fresh_nats: str) -> None:
     rejected = await muster(fresh_nats, "cluster", "create", "x", "-t", "nope", "-n", "3")
-    assert rejected.code == 2 and rejected.stderr.strip() == "Error: create rejected: unknown cluster template 'nope'"
+    assert rejected.code == 2 and rejected.stderr.strip() == "Error: create rejected (--template): unknown cluster template 'nope'"
     unknown = await muster(fresh_nats, "cluster", "expand", "ghost", "--add", "1")
     assert unknown.code == 2 and unknown.stderr.strip() == "Error: no cluster named 'ghost' in tenant default"
     bad_json = await muster(fresh_nats, "cluster", "configure", "ghost", "{nope")

@@ -30,7 +30,7 @@ class Tracker:
     def __init__(self, state: str, error: str | None = None) -> None:
         self.job = {"id": JOB, "state": state, "error": error}
 
-    async def cluster(self, ref: str) -> Any:
+    async def cluster(self, ref: str, needs: str = "read") -> Any:
         from types import SimpleNamespace
         return SimpleNamespace(id=CLUSTER, name="c1")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import click
 import nats.errors
 import pytest
 
@@ -69,6 +70,21 @@ def test_a_rejection_of_several_problems_says_each_on_its_own_line_with_its_fiel
     said = "create rejected, 2 problems:\n  nodes: template 't' allows 2 to 50 nodes (its size constraint); 60 requested\n  provider: unknown provider 'x'"
     assert str(RequestRejected(reply, "create")) == said == rejected_words("create", reply)
     assert rejected_words("create", Rejected(reason="unknown provider 'x'")) == "create rejected: unknown provider 'x'"
+
+
+@pytest.mark.parametrize(("words", "field", "said"), [
+    (("create",), "services", "--services"), (("add-services",), "services", "SERVICES"), (("create",), "template", "--template"),
+    (("restart",), "rolling.tolerance", "--tolerate"), (("restart",), "rolling.batch", "--rolling"), (("expand",), "services.2", None), (("upgrade",), "service", "SERVICE")])
+def test_a_refusal_names_its_field_as_the_command_takes_it(words: tuple[str, ...], field: str, said: str | None) -> None:
+    """The CLI said `create rejected: no layout: yarn-nodemanager requires ...` with no word of
+    which of what was typed it is about; HTTP's 422 and the console name the field."""
+    from muster.ops_cli import cluster
+    from muster.ops_session import typed_as
+
+    with click.Context(cluster.commands[words[0]], info_name=words[0]):
+        assert typed_as(field) == said
+        reply = Rejected(reason="no layout: a requires b", field=field)
+        assert rejected_words(words[0], reply, said=typed_as) == f"{words[0]} rejected{f' ({said})' if said else ''}: no layout: a requires b"
 
 
 class RetryBus(FlakyBus):

@@ -77,7 +77,7 @@ class Solver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         result = answer(request, "solver-fake")
         if result.type != "LayoutSolved":
-            raise NoLayout(result.message)
+            raise NoLayout(result.message, tuple(result.fields))  # (as the NATS adapter reads the answer)
         return result.layout
 
 

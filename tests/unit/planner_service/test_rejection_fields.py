@@ -6,6 +6,7 @@ operation on its own cluster."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from contracts.commands import (
     PauseJob,
     Rejected,
     RestartServices,
+    Rolling,
     ShrinkCluster,
     StartServices,
     StopServices,
@@ -388,3 +390,51 @@ async def test_a_create_on_a_provider_no_type_of_its_template_maps_is_refused_at
     catalog.imagetypes["ubuntu22"].providermap["cloud"] = {"image": "u22"}
     reply = await Harness(catalog=catalog).send(_create(provider="cloud", dry_run=True))
     assert not isinstance(reply, Rejected), reply
+
+
+async def test_a_service_whose_requirement_was_not_chosen_is_refused_at_the_services_field() -> None:
+    """The solver's dependency refusal, in a dry run (the console's form, HTTP's 422): it had no
+    field, and the form said it at its top."""
+    h = Harness()
+    reply = await h.send(_create(services=["base", "yarn-nodemanager"], dry_run=True))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+    cid = (await h.ok(_create(name="zk", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
+    reply = await h.send(AddServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=True))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+
+
+def test_a_solvers_fields_are_the_commands_services() -> None:
+    """What a dry run refused by the solver names (`NoLayout.fields`, the layout request's)."""
+    from services.planner.domain.planning import command_field
+
+    assert command_field(_create(), ["services"]) == "services"
+    assert command_field(AddServices(cluster_id=str(uuid.uuid4()), services=["a"]), ["add_services"]) == "services"
+    assert command_field(ExpandCluster(cluster_id=str(uuid.uuid4()), nodes=4), ["services"]) is None  # (the cluster's own)
+    assert command_field(_create(), []) is None
+
+
+async def test_a_create_naming_no_services_or_an_empty_name_is_refused_in_words_that_fit() -> None:
+    """`"services": []` was answered by the solver: `template 'hadoop-small' has no default
+    services and none were requested` (it has six); `[""]` said `unknown services: ` (nothing)."""
+    h = Harness()
+    for dry in (True, False):
+        reply = await h.send(_create(services=[], dry_run=dry))
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+        assert reply.reason.startswith("no services named: name at least one, or leave services out for the template's "
+                                       "defaults (base, "), reply
+    reply = await h.send(_create(services=["base", ""], dry_run=True))
+    assert isinstance(reply, Rejected) and reply.field == "services" and reply.reason.startswith("unknown services: ''"), reply
+    assert h.log.records == []
+
+
+async def test_a_rolling_batch_out_of_range_is_refused_at_its_field() -> None:
+    """`"rolling": {"batch": "150%"}` passes the contract's pattern and was refused by the plan
+    with no field (HTTP's 422 said `parameter: null`, the console's form said it atop)."""
+    h = Harness()
+    cid = await h.cluster_of(2)
+    for batch in ("150%", "0%"):
+        reply = await h.send(UpgradeService(cluster_id=cid, service="base", rolling=Rolling(batch=batch), dry_run=True))
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "rolling.batch"), reply
+        assert f"rolling batch '{batch}' is neither a count nor a percentage in (0, 100]" in reply.reason, reply

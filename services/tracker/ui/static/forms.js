@@ -15,8 +15,15 @@
       input.addEventListener("input", check);
       check();
     });
-    // The first field the server refused gets the focus (its reason is next to it).
+    // The first field the server refused gets the focus (its reason is next to it); a group of
+    // boxes (services: one that requires a service not ticked) its first ticked box, else its
+    // first. Once the page has loaded: the scroll to a change form's #operations took it away.
     const invalid = document.querySelector("[aria-invalid=true]");
-    if (invalid) { const d = invalid.closest("details"); if (d) d.open = true; invalid.focus(); }
+    if (invalid) {
+      const d = invalid.closest("details"); if (d) d.open = true;
+      const box = invalid.tagName === "FIELDSET" ? (invalid.querySelector("input:checked") || invalid.querySelector("input")) : invalid;
+      const focus = function () { if (box) box.focus(); };
+      if (document.readyState === "complete") focus(); else window.addEventListener("load", focus);
+    }
   });
 })();
