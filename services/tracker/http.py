@@ -213,6 +213,9 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
             reason = f"no route {request.method} {request.path[:200]}: GET /v1/openapi.json lists the routes"
             if request.method == "POST" and request.path.endswith("/delete"):
                 reason += " (a cluster is deleted with DELETE /v1/clusters/{id})"
+        elif err.status == 405 and "Allow" in err.headers:
+            reason = (f"{request.method} {request.path[:200]}: this route takes {err.headers['Allow'].replace(',', ', ')} "
+                      "(GET /v1/openapi.json lists the routes and their methods)")
         response = error(err.status, reason)
         if "Allow" in err.headers:
             response.headers["Allow"] = err.headers["Allow"]

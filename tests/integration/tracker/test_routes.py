@@ -243,6 +243,9 @@ async def test_a_wrong_method_is_a_405_in_json(lone: Any) -> None:
     resp = await lone.post("/v1/jobs", data=b"{")
     body = await _json(resp, 405)
     assert body["error"]["status"] == 405 and "GET" in resp.headers["Allow"]
+    # what the route takes, in the answer as in the header (it said only "Method Not Allowed")
+    assert body["error"]["message"] == ("POST /v1/jobs: this route takes GET, HEAD (GET /v1/openapi.json lists the "
+                                        "routes and their methods)"), body
 
 
 async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:
