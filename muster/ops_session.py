@@ -70,7 +70,10 @@ class Options:
     if_version: int | None = None
 
 
-def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _op_options(dry_run: bool, if_version: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`if_version`: the operation is on a cluster that has a version (not a create, which
+    took `--if-version` and dropped it; over HTTP `If-Match` on a create is a 400)."""
+
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
         async def wrapper(*args: Any, bus: Bus, wait: bool, as_json: bool, request_id: str | None, by: str | None,
@@ -82,6 +85,7 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
         if dry_run:
             g = click.option("--dry-run", is_flag=True,
                              help="print the layout and the plan and save it (`cluster apply PLAN_ID`); execute nothing")(g)
+        if dry_run and if_version:
             g = click.option("--if-version", type=click.IntRange(1), default=None,
                              help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
         g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
@@ -99,6 +103,7 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
 
 
 cluster_op = _op_options(dry_run=True)
+create_op = _op_options(dry_run=True, if_version=False)
 job_op = _op_options(dry_run=False)
 
 
