@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
@@ -29,12 +28,12 @@ from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABL
 from .client import ClusterInfo, new_request_id, rejected_words
 from .readmodel.cost import hardware_rates, rate
 from .readmodel.progress import JobProgress
-from .tables import print_rows
+from .tables import Output, print_rows
 from .times import shown_time
 from .tracker_client import TrackerReads, recorded
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Output(highlight=False, soft_wrap=True, markup=False)
+err = Output(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 _CLUSTER_ID = re.compile(r"cluster '?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
