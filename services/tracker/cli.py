@@ -188,7 +188,8 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
 @command
 async def replay(cluster_ref: str, at: str | None, seq: int | None, bus: Bus, as_json: bool) -> None:
     """Rebuild a cluster's state from the log as it was at a point in time or of the log, with
-    its jobs as they stood then. The same point always prints the same output."""
+    its jobs as they stood then (without --at or --seq: as it is now). The same point always
+    prints the same output."""
     if at is not None and seq is not None:
         raise CliError("give --at or --seq, not both", EXIT_INVALID)
     when = parse_time(at).isoformat() if at is not None else None
