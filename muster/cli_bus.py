@@ -235,7 +235,7 @@ async def connect_bus(bus: Bus, refusals: Refusals | None = None) -> Client:
 def refused_token(source: str, reason: str, principal: str | None) -> str:
     """A token the bus refused: the tracker's reason, and the way on (unless the tracker takes it)."""
     accepted = reason.startswith("the tracker accepts")
-    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal)}")
+    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal, reason)}")
 
 
 async def reason_from_tracker(bus: Bus, url: str) -> str:

@@ -46,10 +46,14 @@ EXIT_CODES: dict[int, str] = {
 }
 """The table docs/client.md shows (a unit test keeps the two the same)."""
 
-def new_token(principal: str | None) -> str:
+def new_token(principal: str | None, reason: str = "") -> str:
     """The way on from a refused token, wherever it is refused (`whoami`, any read through the
-    tracker), for the principal the token names (`PRINCIPAL` when it names none)."""
+    tracker), for the principal the token names (`PRINCIPAL` when it names none). A principal
+    the `reason` says is disabled gets no token again (`muster user disable` is for good)."""
     who = principal if principal and principal != "anonymous" else "PRINCIPAL"
+    if principal and f"{principal} is disabled" in reason:
+        return (f"{principal} is disabled for good (its id stays taken): an admin of your tenant makes you a new principal, "
+                "`muster user create NEW-ID --save FILE`, and gives you FILE; use it with MUSTER_CREDENTIALS=FILE")
     return (f"a new token: an admin of your tenant runs `muster token create --for {who} --save FILE` and gives you "
             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
 

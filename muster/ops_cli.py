@@ -46,7 +46,7 @@ from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import parse_rolling as _rolling
 from .ops_care_cli import rolling_options, seconds
-from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, job_op, out
+from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, create_op, job_op, out
 
 
 def nodes_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,7 +112,7 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
                                             "any, on a template without one (0: none)")
 @relayout_option
 @pool_options
-@cluster_op
+@create_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
                  hardwaretype: str | None, imagetype: str | None, config_text: str | None, lease: str | None,
                  relayout: int | None, urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:

@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
@@ -29,12 +28,12 @@ from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABL
 from .client import ClusterInfo, new_request_id, rejected_words
 from .readmodel.cost import hardware_rates, rate
 from .readmodel.progress import JobProgress
-from .tables import print_rows
+from .tables import Output, print_rows
 from .times import shown_time
 from .tracker_client import TrackerReads, recorded
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Output(highlight=False, soft_wrap=True, markup=False)
+err = Output(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 _CLUSTER_ID = re.compile(r"cluster '?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
@@ -85,7 +84,10 @@ class Options:
     if_version: int | None = None
 
 
-def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _op_options(dry_run: bool, if_version: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`if_version`: the operation is on a cluster that has a version (not a create, which
+    took `--if-version` and dropped it; over HTTP `If-Match` on a create is a 400)."""
+
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
         async def wrapper(*args: Any, bus: Bus, wait: bool, as_json: bool, request_id: str | None, by: str | None,
@@ -97,6 +99,7 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
         if dry_run:
             g = click.option("--dry-run", is_flag=True,
                              help="print the layout and the plan and save it (`cluster apply PLAN_ID`); execute nothing")(g)
+        if dry_run and if_version:
             g = click.option("--if-version", type=click.IntRange(1), default=None,
                              help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
         g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
@@ -114,6 +117,7 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
 
 
 cluster_op = _op_options(dry_run=True)
+create_op = _op_options(dry_run=True, if_version=False)
 job_op = _op_options(dry_run=False)
 
 

@@ -10,7 +10,18 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
+
+class Output(Console):
+    """rich's Console for what the commands print. A reader that stops reading (`muster status J |
+    head -1`) ends the command as any of its writes does then (`cli_support.run`: exit 0, said
+    nowhere); rich's own answer was SystemExit(1), without a word."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+out = Output(highlight=False, soft_wrap=True, markup=False)
 
 
 def print_rows(title: str | None, columns: list[str], rows: list[list[str]], console: Console | None = None,

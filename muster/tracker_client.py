@@ -136,7 +136,7 @@ class TrackerReads:
             raise CliError(cli_bus.without_token("tracker"), EXIT_DENIED)
         if resp.status == 401:
             # and the way on, as `whoami` says it (the commands said only that it was refused)
-            raise CliError(f"the tracker refused the token from {self._source}: {message}\n{new_token(self._principal)}", EXIT_DENIED)
+            raise CliError(f"the tracker refused the token from {self._source}: {message}\n{new_token(self._principal, message)}", EXIT_DENIED)
         if resp.status == 403:
             raise CliError(f"refused: {message}", EXIT_DENIED)
         if resp.status in (400, 404):

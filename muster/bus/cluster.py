@@ -237,7 +237,8 @@ COMPOSE_INTRO = """\
 # the tracker; every service verifies them. Take the CA's certificate for your own clients:
 #   docker compose cp tls:/tls/ca.pem ./ca.pem
 # The tracker answers on https://localhost:8080. Load a catalog and send requests with
-#   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 muster catalog apply ...
+#   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 MUSTER_TRACKER_URL=https://localhost:8080 muster catalog apply ...
+# (every read goes through the tracker, whose default, http://127.0.0.1:8080, a TLS tracker does not answer)
 # Webhook secrets (docs/governance.md): mount a secrets file into the notifier and set
 # MUSTER_NOTIFIER_SECRETS to its path; without it a signed webhook is not sent (`notify add` refuses it, naming the secret).
 # Edited, it is read again on `docker compose kill -s HUP notifier` (and a MUSTER_WEBHOOK_ALLOW_FILE's receivers too).

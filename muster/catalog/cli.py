@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from contracts.catalog import KINDS, Catalog
@@ -21,7 +20,7 @@ from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
 from muster.help_group import WholeHelpGroup
-from muster.tables import print_rows
+from muster.tables import Output, print_rows
 from muster.times import shown_time
 from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
@@ -37,8 +36,8 @@ from .store import CatalogRejected, CatalogState, append_changes, check_apply, r
 from .templates import TemplateError, resolve_template
 from .validation import validate_catalog
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Output(highlight=False, soft_wrap=True, markup=False)
+err = Output(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _plugins_option(f: Any) -> Any:

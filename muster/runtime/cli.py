@@ -30,7 +30,7 @@ from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliE
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
-from muster.tables import print_rows
+from muster.tables import Output, print_rows
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_connector, http_ssl
 from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
@@ -41,7 +41,7 @@ from .network import Network, network_options
 from .reload import RELOAD_SIGNAL, allow_file_args, notifier_files
 from .supervisor import Deployment, StartError, StartRefused, local_principal, tenant_names
 
-console = Console(highlight=False, soft_wrap=True, markup=False)
+console = Output(highlight=False, soft_wrap=True, markup=False)
 """Plain text a line at a time, as `muster`'s other commands print: a line is not cut at 80
 columns in a pipe, and a job's error is shown as it is (not read as markup)."""
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))

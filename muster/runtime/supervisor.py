@@ -457,11 +457,13 @@ class Deployment:
         """Who holds the data directory, for the next `muster up` there and for operators: the
         processes that run, and those given up on with why (their last pid named nothing)."""
         processes = {c.name: c.pid for c in self.children if c.name not in self.given_up}
-        logs = {c.name: str(c.log_path) for c in self.children}
+        # Absolute: `muster ps` runs in another shell, often elsewhere (a relative data dir
+        # named `.muster/logs/...`, which is not there from where it runs).
+        logs = {c.name: str(c.log_path.resolve()) for c in self.children}
         if self.server is not None and self.server.process is not None:
             processes = {SERVER: self.server.process.pid, **processes}
         if self.server is not None and self.server.log_path is not None:
-            logs = {SERVER: str(self.server.log_path), **logs}
+            logs = {SERVER: str(self.server.log_path.resolve()), **logs}
         self.lock.describe(pid=os.getpid(), nats_url=self.nats_url, tracker_url=self.tracker_url,
                            started_at=self._started_at, processes=processes, given_up=dict(self.given_up),
                            restarts=dict(self.restarts), logs=logs)

@@ -16,7 +16,6 @@ from typing import Any
 import click
 import nats.errors
 import yaml
-from rich.console import Console
 
 from contracts import subjects
 from contracts.governance import MAX_APPROVAL_S, MAX_LEASE_WARNING_S, NOTIFICATION_KINDS, GovernanceAnswer
@@ -36,7 +35,7 @@ from muster.cli_support import (
 from muster.durations import spoken
 from muster.help_group import WholeHelpGroup
 from muster.ops_care_cli import seconds
-from muster.tables import print_rows
+from muster.tables import Output, print_rows
 from muster.times import shown_time
 
 from .domain import bindings
@@ -45,7 +44,7 @@ from .domain.policies import PolicyCompileError, PolicySource, compile_policy, i
 from .domain.references import absent_inputs, unknown_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
+out = Output(highlight=False, soft_wrap=True, markup=False)
 TIMEOUT_S = 30.0
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
 
 from contracts.errors import problem_text
 from contracts.pool_commands import (
@@ -23,13 +22,13 @@ from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, json_option, parse_json_arg
 from muster.client import default_user
 from muster.help_group import WholeHelpGroup
-from muster.tables import print_rows
+from muster.tables import Output, print_rows
 from muster.times import shown_time
 
 from . import client as pools
 from .entrypoint import serve
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
+out = Output(highlight=False, soft_wrap=True, markup=False)
 PROPERTY_KEYS = ("cpu", "memory", "labels", "extra")
 
 

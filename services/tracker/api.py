@@ -392,7 +392,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,
           (TENANT, CLUSTER_ID, LIMIT, AFTER)),
     Route("/v1/whoami", "whoami", "Who the token is: principal, role, tenant and grants (401 says why a token is refused).",
-          WhoAmI, (), errors=()),
+          WhoAmI, (), errors=(400,)),
     Route("/v1/governance/{what}", "governance",
           "The tenant's approval rules, policies, subscriptions (each with its last delivery: `delivery.state` queued, "
           "delivered, failing or undelivered, with the receiver's status and the error; `delivery.test`: it is a "

@@ -82,6 +82,9 @@ class UnknownTenant(Exception):
 
 TENANTLESS_ROUTES = frozenset({"whoami"}) | OPERATOR_ROUTES
 """Routes whose answer is not about a tenant: a tenant named to them is not checked."""
+LOG_SCOPES = frozenset({subjects.SYSTEM, subjects.IDENTITY})
+"""The log's own scopes (the pools', the identities'): no one makes them (a tenant's name starts
+with no `_`), and an operator reads them (`muster events --tenant _system`, docs/tracker.md)."""
 
 
 def _token_of(request: web.Request) -> str | None:
@@ -126,7 +129,8 @@ class HttpAuth:
             tenant = principal.tenant
         elif principal.is_super_admin or principal.service in ("system", "tracker"):
             tenant = asked if asked is not None else api.DEFAULT_TENANT  # checked by the handler (400)
-            unmade = unmade_tenant(principal, self.state.tenants, tenant) if route not in TENANTLESS_ROUTES else ""
+            unmade = "" if route in TENANTLESS_ROUTES or (tenant in LOG_SCOPES and request.method in ("GET", "HEAD")) \
+                else unmade_tenant(principal, self.state.tenants, tenant)
             if unmade and subjects.TOKEN.fullmatch(tenant):  # (a malformed name gets its own 400)
                 raise UnknownTenant(unmade)
         else:

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
-from rich.console import Console
 
 from contracts import subjects
 from contracts.events import FENCE_MARKERS
@@ -33,6 +32,7 @@ from muster.cli_support import (
 )
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
+from muster.tables import Output
 from muster.times import shown_time
 from muster.tracker_client import LAST_SEQ, TrackerReads, recorded
 
@@ -62,7 +62,7 @@ async def status(job_id: str | None, bus: Bus, as_json: bool) -> None:
     if as_json:  # one document on one line, as --json says everywhere (it was indented)
         click.echo(json.dumps(body))
     else:
-        print_status(body, Console(soft_wrap=True), name)
+        print_status(body, Output(soft_wrap=True), name)
 
 
 async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
@@ -92,7 +92,7 @@ async def watch(job_id: str | None, bus: Bus, deadline: float | None) -> None:
 
 async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> str:
     """Draws the job's progress; returns the state it ended in."""
-    console = Console()
+    console = Output()
     progress = JobProgress()
     view: LiveView | None = None
     last: Any = None
@@ -188,7 +188,8 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
 @command
 async def replay(cluster_ref: str, at: str | None, seq: int | None, bus: Bus, as_json: bool) -> None:
     """Rebuild a cluster's state from the log as it was at a point in time or of the log, with
-    its jobs as they stood then. The same point always prints the same output."""
+    its jobs as they stood then (without --at or --seq: as it is now). The same point always
+    prints the same output."""
     if at is not None and seq is not None:
         raise CliError("give --at or --seq, not both", EXIT_INVALID)
     when = parse_time(at).isoformat() if at is not None else None

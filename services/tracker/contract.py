@@ -126,6 +126,14 @@ def document() -> dict[str, Any]:
     return doc
 
 
+def query_parameters(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each route's query parameters, by its name (`operationId`), as the document declares them:
+    one any other is refused (a 400 naming it, docs/tracker.md). `POST ...?dryrun=true` ran
+    the operation it was meant to preview, and `GET /v1/jobs?stat=failed` listed every job."""
+    return {op["operationId"]: tuple(p["name"] for p in op.get("parameters", ()) if p["in"] == "query")
+            for methods in doc["paths"].values() for op in methods.values()}
+
+
 def render() -> str:
     return json.dumps(document(), indent=2) + "\n"
 

@@ -55,6 +55,9 @@ from .story import StoryWriter
 log = structlog.get_logger("muster.tracker")
 tracer = tracing.Tracer("muster.tracker")
 
+QUERY: web.AppKey[dict[str, tuple[str, ...]]] = web.AppKey("query_parameters", dict)
+"""Each route's query parameters, from the OpenAPI document (`contract.query_parameters`)."""
+
 MAX_TARGET_BYTES = 8192
 """The longest request target (path and query string) and header the API takes: ids and a
 few filters fit many times over. Longer ones are answered 414 / 431 in the JSON error shape."""
@@ -127,7 +130,6 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
 async def list_clusters(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
-    known_query(request, ("name", "limit", "after"))
     after, limit = paging(request)
     return page_json(request.app[TRACKER].list_clusters(tenant, after, limit, name=request.query.get("name")))
 
@@ -204,7 +206,12 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
                    route: str) -> web.StreamResponse:
     started = time.perf_counter()
     try:
-        response = too_long(request) or await handler(request)
+        response: web.StreamResponse | None = too_long(request)
+        if response is None:
+            known = request.app.get(QUERY, {}).get(request.match_info.route.name or "")
+            if known is not None:
+                known_query(request, known)
+            response = await handler(request)
     except BadParameter as err:
         response = error(400, str(err), err.parameter)
     except web.HTTPException as err:  # the router's 404 and 405
@@ -213,6 +220,9 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
             reason = f"no route {request.method} {request.path[:200]}: GET /v1/openapi.json lists the routes"
             if request.method == "POST" and request.path.endswith("/delete"):
                 reason += " (a cluster is deleted with DELETE /v1/clusters/{id})"
+        elif err.status == 405 and "Allow" in err.headers:
+            reason = (f"{request.method} {request.path[:200]}: this route takes {err.headers['Allow'].replace(',', ', ')} "
+                      "(GET /v1/openapi.json lists the routes and their methods)")
         response = error(err.status, reason)
         if "Allow" in err.headers:
             response.headers["Allow"] = err.headers["Allow"]
@@ -280,7 +290,10 @@ def make_app(
     app[METRICS] = metrics_ = TrackerMetrics([*collectors, lines], sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     write_routes.setup_writes(app, store.nc)
-    document = json.dumps(contract.document()).encode()
+    whole = contract.document()
+    app[QUERY] = {name: known for name, known in contract.query_parameters(whole).items()
+                  if name not in ("healthz", "metrics", "openapi")}  # (probes and scrapers may add their own)
+    document = json.dumps(whole).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)

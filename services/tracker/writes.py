@@ -28,6 +28,8 @@ from contracts.errors import problem_text
 from contracts.events import PlanSaved
 from contracts.governance import GovernanceAnswer
 from contracts.identity import Permission, Scope
+from muster.catalog.files import kind_of
+from muster.catalog.problems import KIND_LABEL
 from muster.catalog.requests import ask_planner
 from muster.client import MusterClient, NoAnswer, RequestRejected
 from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope, plan_refusal
@@ -279,14 +281,16 @@ async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[st
         return answer(route, err.reply)
     if found is None:
         return refused(503, "no planner is listening: catalog changes go through a planner")
-    return catalog_written(found)
+    return catalog_written(found, (ids["kind"], ids["name"]) if isinstance(request, DeleteCatalogEntity) else None)
 
 
-def catalog_written(found: CatalogAnswer) -> Written:
+def catalog_written(found: CatalogAnswer, deleted: tuple[str, str] | None = None) -> Written:
+    """A delete refused names the entity as `muster catalog delete` does (`provider 'sim' not deleted: ...`)."""
     if found.ok:
         return Written(200, found.model_dump(mode="json"))
     if found.reasons:
-        return refused(409, "not deleted: " + "; ".join(found.reasons))
+        what = f"{KIND_LABEL.get(kind_of(deleted[0]) or deleted[0], deleted[0])} {deleted[1]!r} " if deleted else ""
+        return refused(409, what + "not deleted: " + "; ".join(found.reasons))
     errors = [p for p in found.problems if p.severity == "error"]
     first = errors[0] if errors else None
     where = ".".join(x for x in (first.kind, first.entity, first.field) if x) if first else None

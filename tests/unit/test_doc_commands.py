@@ -97,3 +97,29 @@ def test_every_option_a_command_takes_is_named_in_the_docs() -> None:
                and not SHARED & set(option.opts)
                and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in (*option.opts, *option.secondary_opts))]
     assert unnamed == []
+
+
+HTTP = re.compile(r"(?:\b(GET|POST|PUT|DELETE) |\$TRACKER|<tracker>)(/v1/[A-Za-z0-9_/{}<>$.\-]*)\?([A-Za-z0-9_=&\-|\\{}<>.:$,\"*]*)")
+
+
+def test_every_query_parameter_the_docs_give_a_route_is_one_it_takes() -> None:
+    """The tracker refuses a query parameter a route does not take (a 400 naming it: session 33,
+    where `?dryrun=true` ran the operation it meant to preview): an example in the docs with a
+    stale or misspelt one would be refused as written. The routes' parameters are the OpenAPI
+    document's."""
+    from services.tracker import contract
+
+    routes = [(method.upper(), re.compile("^" + re.sub(r"\{[^}]+\}", "[^/?]+", path) + "$"),
+               {p["name"] for p in op.get("parameters", ()) if p["in"] == "query"})
+              for path, methods in contract.document()["paths"].items() for method, op in methods.items()]
+    guides = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("**/*.md"))]
+    wrong = []
+    for guide in guides:
+        for method, path, query in HTTP.findall(guide.read_text()):
+            # (`?subject=\|job=`: alternatives; `hosts=true\|false`: values, which name nothing)
+            named = {pair.split("=")[0] for pair in re.split(r"[&|]", query.replace("\\|", "|")) if "=" in pair}
+            path = path.replace("<", "{").replace(">", "}")
+            found = [known for verb, rx, known in routes if rx.match(path) and (not method or verb == method)]
+            if not found or not any(named <= known for known in found):
+                wrong.append(f"{guide.name}: {method or ''} {path}?{query} ({'no such route' if not found else 'takes ' + str(found)})")
+    assert wrong == []

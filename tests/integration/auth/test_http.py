@@ -320,6 +320,24 @@ async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Serv
         assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)\n"), args
 
 
+async def test_a_super_admin_reads_the_logs_own_scopes(served: Served) -> None:
+    """docs/tracker.md: `muster events --tenant _system` (the pools) or `_auth` (the identities),
+    for operators. The check for a tenant no one made (session 32) refused both, `no tenant
+    '_system'`, exit 2: no one makes them, they are the log's. A tenant's user still may not."""
+    for scope, shown in ((subjects.SYSTEM, None), (subjects.IDENTITY, "PrincipalCreated")):
+        resp = await served.http.get("/v1/events?after=0", headers={"Authorization": f"Bearer {served.tokens['root']}",
+                                                                    api.TENANT_HEADER: scope})
+        text = await resp.text()
+        assert resp.status == 200 and "event: end" in text, (scope, resp.status, text[:300])
+        assert shown is None or shown in text, scope
+        status, message = await served.get("/v1/events?after=0", "alice", tenant=scope)
+        assert status == 403 and "belongs to tenant a" in message, (scope, status, message)
+    env = {**os.environ, "MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+           "MUSTER_CREDENTIALS": ""}
+    ran = await cli_in_process.ran(["events", "--tenant", subjects.IDENTITY, "--since", "0"], env, 60, catch_exceptions=False)
+    assert ran.exit_code == 0 and '"type": "PrincipalCreated"' in ran.output, ran.output[-500:]
+
+
 async def test_a_name_where_an_id_goes_is_told_where_the_ids_are(served: Served) -> None:
     """The CLI takes a cluster's name anywhere; the API's paths take ids, and said only `cluster
     id 'c' is not a cluster id (a UUID)` to a user who typed the name the CLI takes (found walking

@@ -243,6 +243,27 @@ async def test_a_wrong_method_is_a_405_in_json(lone: Any) -> None:
     resp = await lone.post("/v1/jobs", data=b"{")
     body = await _json(resp, 405)
     assert body["error"]["status"] == 405 and "GET" in resp.headers["Allow"]
+    # what the route takes, in the answer as in the header (it said only "Method Not Allowed")
+    assert body["error"]["message"] == ("POST /v1/jobs: this route takes GET, HEAD (GET /v1/openapi.json lists the "
+                                        "routes and their methods)"), body
+
+
+@pytest.mark.parametrize(("method", "path", "unknown", "takes"), [
+    ("POST", f"/v1/clusters/{UNKNOWN}/expand?dryrun=true", "dryrun", "dry_run"),  # ran the expand it meant to preview
+    ("POST", "/v1/clusters?dry-run=1", "dry-run", "dry_run"),
+    ("GET", "/v1/jobs?stat=failed", "stat", "cluster, state, limit, after"),  # listed every job, as if filtered
+    ("GET", f"/v1/jobs/{UNKNOWN}?follow=true", "follow", "none"),
+    ("GET", "/v1/events?jobb=x", "jobb", "subject, job, cluster, jobs, after, since, follow"),
+    ("DELETE", f"/v1/clusters/{UNKNOWN}?force=true", "force", "dry_run")])
+async def test_a_query_parameter_the_route_does_not_take_is_a_400_naming_it(lone: Any, method: str, path: str, unknown: str,
+                                                                          takes: str) -> None:
+    """Walk of session 33: every route but `/v1/clusters` and `/v1/cost` ignored a parameter it
+    does not take, so `POST .../expand?dryrun=true` (a typo of `dry_run`) expanded the cluster."""
+    resp = await lone.request(method, path, json={"nodes": 3} if method == "POST" else None)
+    body = await _json(resp, 400)
+    assert body["error"]["parameter"] == unknown, body
+    assert body["error"]["message"] == f"unknown query parameter '{unknown}': this route takes {takes}", body
+    assert (await lone.get("/healthz?probe=lb")).status in (200, 503)  # probes and scrapers may add their own
 
 
 async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:

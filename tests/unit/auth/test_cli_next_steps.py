@@ -55,6 +55,20 @@ async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoam
     assert "`muster token create --for alice --save FILE`" in new_token("alice")
 
 
+async def test_a_disabled_principal_is_not_sent_for_a_new_token_it_cannot_have() -> None:
+    """Walk of session 33: after `muster user disable alice` (for good: docs/security.md) her
+    commands said "a new token: an admin of your tenant runs `muster token create --for alice`",
+    which the auth service refuses (`alice is disabled`)."""
+    refused = await _refused_read("alice.cred", "alice", "alice is disabled")
+    said = str(refused)
+    assert said.startswith("the tracker refused the token from alice.cred: alice is disabled\n"), said
+    assert "token create" not in said and "muster user create NEW-ID --save FILE" in said and refused.exit_code == 4
+    bus = _refused_whoami("alice.cred", "the tracker says: alice is disabled", "alice")
+    assert "token create" not in bus and "muster user create NEW-ID --save FILE" in bus
+    # another principal's word in a reason is not hers: bob's refusal still gets the way to a token
+    assert "token create --for bob" in _refused_whoami("b.cred", "the tracker says: token x of bob was revoked", "bob")
+
+
 async def test_a_read_without_any_token_says_where_it_looked_not_to_ask_an_admin() -> None:
     """Walk of session 27: `muster cluster list` from a folder without `.muster` said "the tracker
     refused the token from none" and sent the newcomer to an admin for a new token, while the

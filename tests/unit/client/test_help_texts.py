@@ -44,6 +44,16 @@ def test_if_version_reads_the_same_in_every_command() -> None:
     assert helps == {"refuse unless the cluster is at this version (`cluster show` prints it)"}
 
 
+def test_if_version_is_offered_only_where_there_is_a_cluster_at_a_version() -> None:
+    """`muster cluster create c1 ... --if-version 1` was taken and dropped (a create has no
+    cluster yet; `CreateCluster` has no `if_version`), where `If-Match` on `POST /v1/clusters`
+    is a 400 (walk of session 33)."""
+    offering = {path for path, cmd in commands() if any("--if-version" in o.opts for o in options(cmd))}
+    assert "cluster create" not in offering and {"cluster expand", "cluster delete", "cluster extend-lease"} <= offering
+    result = CliRunner().invoke(main, ["cluster", "create", "c1", "-t", "hadoop-small", "-n", "3", "--if-version", "1"])
+    assert result.exit_code == 2 and "No such option '--if-version'" in result.stderr, result.output
+
+
 @pytest.mark.parametrize("batch", ["0", "0%", "150%"])
 def test_a_rolling_batch_out_of_range_is_called_out_of_range(batch: str) -> None:
     # `--rolling 0` read "'0' is neither a number of nodes nor a percentage": it is a number.

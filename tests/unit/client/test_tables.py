@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -88,3 +89,36 @@ def test_the_identity_tables_say_their_headers_and_yes_no_as_the_others_do(monke
            ["token_id", "name", "expires_at", "revoked"], "tokens")
     assert buf.getvalue().splitlines() == ["TOKEN ID      NAME         EXPIRES AT  REVOKED",
                                            "c5243869941a  first token  never       no"]
+
+
+def test_a_reader_that_stops_reading_rich_output_ends_the_command_quietly() -> None:
+    """docs/client.md: a reader that stops reading ends the command quietly, exit 0. Lines that
+    rich prints (`muster status J | head -1`'s summary, `cluster drift`, `cluster cost`) ended
+    it with exit 1 and no word: rich's Console answers a broken pipe with SystemExit(1)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import click\nfrom muster.cli_support import command\nfrom muster.tables import out\n"
+              "@click.command()\n@command\n"
+              "async def show():\n    for i in range(2000):\n        out.print(f'line {i} of a job status ' * 4)\n"
+              "show()\n")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        ran = subprocess.run([sys.executable, "-c", script], stdout=write, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write)
+    assert (ran.returncode, ran.stderr.decode()) == (0, "")
+
+
+def test_every_console_of_the_commands_ends_quietly_on_a_broken_pipe() -> None:
+    """One kind of console for what the commands print (`muster.tables.Output`), so that a new
+    module's own `Console(...)` does not bring rich's exit 1 back."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[3]
+    found = [f"{path.relative_to(root)}:{n}" for path in [*root.glob("muster/**/*.py"), *root.glob("services/*/cli.py")]
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"(?<![\w.])Console\(", line) and path.name != "tables.py"]
+    assert found == []

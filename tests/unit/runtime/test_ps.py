@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from click.testing import CliRunner
 
 from muster.bus.server import DataDirLock
 from muster.cli import main
 from muster.runtime.ps import alive, processes
+from muster.runtime.supervisor import Child, Deployment
 
 STATE = {"pid": 100, "nats_url": "nats://127.0.0.1:1", "tracker_url": "http://127.0.0.1:2", "started_at": "2026-12-01T04:00:00+00:00",
          "processes": {"nats-server": 101, "solver": 102, "planner": 103},
@@ -66,3 +69,23 @@ def test_the_command_reads_the_running_deployment_and_refuses_where_none_runs(tm
         assert "not running: nats-server, solver, planner (`muster up` starts each again" in words, words
     finally:
         lock.release()
+
+
+def test_the_logs_muster_up_names_are_found_from_any_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    """README's `muster up` runs on `.muster`, relative: deployment.json said `.muster/logs/solver.log`,
+    and `muster ps` in another shell (`MUSTER_DATA_DIR=/home/me/work/.muster`) named a file
+    that is not there from where it runs."""
+    monkeypatch.chdir(tmp_path)
+    deployment = Deployment(data_dir=Path(".muster"))
+    Path(".muster").mkdir()
+    deployment.lock.acquire()
+    try:
+        deployment.children.append(Child("solver", SimpleNamespace(pid=os.getpid()), Path(".muster/logs/solver.log")))  # type: ignore[arg-type]
+        deployment._describe()
+        monkeypatch.chdir("/")
+        said = CliRunner().invoke(main, ["ps", "--data-dir", str(tmp_path / ".muster"), "--json"])
+        assert said.exit_code == 0, said.output
+        logs = {p["name"]: p["log"] for p in json.loads(said.output)["processes"]}
+        assert logs["solver"] == str(tmp_path.resolve() / ".muster" / "logs" / "solver.log"), logs
+    finally:
+        deployment.lock.release()
