@@ -149,8 +149,39 @@ def test_a_start_of_a_service_meant_to_run_before_the_job_is_not_undone_by_stopp
     plan = build_plan(cat, [node("n1", "s"), node("n2", "s")], "start", services=["s"])
     done = {"n1.start.s", "n2.start.s"}
     assert [t.id for t in rollback_plan(plan, done, cat, had={("n1", "s"), ("n2", "s")},
-                                        meant_running={("n1", "s")}).tasks] == ["n2.stop.s"]
+                                        meant_stopped={("n2", "s")}).tasks] == ["n2.stop.s"]
     # stopped and started again by the job, on a new config: the rollback restarts it on the old one
     again = build_plan(cat, [node("n1", "s")], "configure-restart")
-    back = rollback_plan(again, set(again.index), cat, had={("n1", "s")}, meant_running={("n1", "s")})
+    back = rollback_plan(again, set(again.index), cat, had={("n1", "s")}, meant_stopped=set())
     assert [t.id for t in back.tasks] == ["n1.configure.s", "n1.stop.s", "n1.start.s"]
+
+
+def test_a_configure_restart_rollback_leaves_a_service_meant_to_be_stopped_stopped() -> None:
+    """A service the user stopped before a configure-restart: the job stopped it (a no-op) and
+    perhaps started it; the configure of another service failed. Its rollback started it (the
+    inverse of the stop) or restarted it (stop, start): a service meant to be stopped, running.
+    The rollback ends each service in its state of before the job: `s` stopped, `r` running."""
+    cat = catalog(svc("s", ["configure", "start", "stop"]), svc("r", ["configure", "start", "stop"]))
+    plan = build_plan(cat, [node("n1", "s", "r")], "configure-restart")
+    had = {("n1", "s"), ("n1", "r")}
+    stopped_only = {"n1.bootstrap", "n1.configure.s", "n1.stop.s", "n1.configure.r", "n1.stop.r"}
+    back = rollback_plan(plan, stopped_only, cat, had=had, meant_stopped={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.configure.r", "n1.configure.s", "n1.start.r"]
+    # stopped and started again by the job: stopped again, and only its config put back
+    both = stopped_only | {"n1.start.s"}
+    back = rollback_plan(plan, both, cat, had=had, meant_stopped={("n1", "s")})
+    assert {t.id for t in back.tasks} == {"n1.configure.r", "n1.configure.s", "n1.stop.s", "n1.start.r"}
+    assert ("n1.configure.r", "n1.start.r") in back.edges
+
+
+def test_a_thrown_in_start_of_a_service_meant_to_be_stopped_is_undone() -> None:
+    """A start of `a` on n2 throws in the start of `b` on n1, which `a` needs running: b was
+    meant to be stopped there, so the rollback stops it again, after `a` (its dependent)."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = build_plan(CAT, nodes, "start", services=["a"], node_ids=["n2"])
+    assert plan.thrown_in == {"n1.start.b"}
+    had = {(n.id, s) for n in nodes for s in n.services}
+    back = rollback_plan(plan, set(plan.index), CAT, had=had, meant_stopped={("n1", "b"), ("n2", "a")})
+    assert {t.id for t in back.tasks} == {"n2.stop.a", "n1.stop.b"} and set(back.edges) == {("n2.stop.a", "n1.stop.b")}
+    # b meant to run there: the thrown-in start is not undone, as ever
+    assert [t.id for t in rollback_plan(plan, set(plan.index), CAT, had=had, meant_stopped={("n2", "a")}).tasks] == ["n2.stop.a"]
