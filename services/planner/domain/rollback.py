@@ -14,11 +14,14 @@ Inverse of each completed task (docs/planner.md, "Rollback"):
   started again) is started (restarted: stop, start) on the config the rollback puts back;
   meant to be stopped, its STOP has no inverse and a START is undone by STOP, a thrown-in one
   too (a configure-restart's rollback started a service the user had stopped);
-- otherwise START s -> STOP s; STOP s -> START s; REMOVE s -> INSTALL s;
+- otherwise START s -> STOP s; STOP s -> START s; REMOVE s -> INSTALL s, CONFIGURE s, and
+  INITIALIZE s, which goes before the START of its stop's inverse when there is one (after the
+  starts of what s needs, as add-services does): a removed service comes back configured, not
+  only installed (its start found no config: the remove had deleted it);
 - CONFIGURE s -> CONFIGURE s (the executor supplies the previous config);
-- no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
-  START tasks thrown in for services outside the operation (they were running before), but
-  for those meant to be stopped.
+- no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back, nor
+  anything done on it: a shrink's stops there), and START tasks thrown in for services outside
+  the operation (they were running before), but for those meant to be stopped.
 If u had to finish before v, inverse(v) finishes before inverse(u); a completed task without
 an inverse passes the ordering through. DELETEs are not ordered among themselves. One exception:
 a configure that came right before its service's stop on a node (configure-restart) is put back
@@ -27,6 +30,7 @@ before that stop is undone, not after, so the service starts again on its old co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -36,7 +40,8 @@ from muster.readmodel.desired import Pair
 from .model import Link, Plan, PlannedTask, task_id
 
 A = Action
-_INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE, A.REMOVE: A.INSTALL}
+_INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE}
+
 
 
 def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None,
@@ -50,15 +55,15 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
     then = _Before(frozenset(had), None if meant_stopped is None else frozenset(meant_stopped) & frozenset(had))
     inverse = _inverses(done, plan.thrown_in, services, then)
     fronts: dict[str, frozenset[str]] = {}
-    links: list[Link] = []
+    links: list[Link] = [((a.id,), (b.id,)) for chain in inverse.values() for a, b in itertools.pairwise(chain)]
     for sources, targets in plan.links:
-        after = [inverse[s].id for s in sources if s in inverse]
+        after = [inverse[s][0].id for s in sources if s in inverse]
         before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
         if _config_first(sources, targets, plan, inverse):
             links.extend(_split(after, sorted(before), inverse))
             continue
         links.extend(_split(sorted(before), after, inverse))
-    tasks = {t.id: t for t in inverse.values()}
+    tasks = {t.id: t for chain in inverse.values() for t in chain}
     return Plan.assemble(tasks.values(), links)
 
 
@@ -76,25 +81,38 @@ class _Before:
 
 
 def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None,
-              before: _Before) -> dict[str, PlannedTask]:
+              before: _Before) -> dict[str, tuple[PlannedTask, ...]]:
+    """Each completed task's inverse: the tasks that undo it, in order (most often one)."""
     created = {t.node for t in done if t.action is A.CREATE}
+    # a machine the job deleted is gone: nothing on it can be undone (its services' starts were
+    # tried on no machine, failed, and the rollback needed attention for good)
+    deleted = {t.node for t in done if t.action is A.DELETE} - created
     installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in before.had}
     # stopped and started again by the job: the rollback restarts it (on the config it puts back)
     restarted = {(t.node, t.service) for t in done if t.action is A.STOP}
-    out: dict[str, PlannedTask] = {}
+    removed = {(t.node, t.service) for t in done if t.action is A.REMOVE}
+    kept = {t.id for t in done if t.service and _kept(t, (t.node, t.service), t.id in thrown_in, (t.node, t.service) in restarted, before)}
+    # a removed service started again is initialized right before (after the starts of what it
+    # needs, as add-services does: the reverse of its stop's order); one left stopped, after its configure
+    started = {(t.node, t.service) for t in done if t.action is A.STOP and t.id not in kept}
+    out: dict[str, tuple[PlannedTask, ...]] = {}
     for t in done:
         if t.node in created:
-            out[t.id] = PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None)
+            out[t.id] = (PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None),)
             continue
-        if t.service is None:
+        if t.service is None or t.node in deleted or t.id in kept:
             continue
         pair = (t.node, t.service)
-        if _kept(t, pair, t.id in thrown_in, pair in restarted, before):
-            continue
-        action = A.REMOVE if pair in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action)
-        if action is None or (services is not None and not services[t.service].has_action(action)):
-            continue
-        out[t.id] = PlannedTask(task_id(t.node, action, t.service), t.node, action, t.service)
+        if t.action is A.REMOVE:
+            actions: tuple[Action | None, ...] = (A.INSTALL, A.CONFIGURE) + (() if pair in started else (A.INITIALIZE,))
+        elif t.action is A.STOP and pair in removed:
+            actions = (A.INITIALIZE, A.START)
+        else:
+            actions = (A.REMOVE if pair in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action),)
+        chain = tuple(PlannedTask(task_id(t.node, a, t.service), t.node, a, t.service) for a in actions
+                      if a is not None and (services is None or services[t.service].has_action(a)))
+        if chain:
+            out[t.id] = chain
     return out
 
 
@@ -111,20 +129,22 @@ def _kept(t: PlannedTask, pair: Pair, thrown_in: bool, restarted: bool, before: 
     return t.action is A.INSTALL and pair in before.had
 
 
-def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan, inverse: Mapping[str, PlannedTask]) -> bool:
+def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan,
+                  inverse: Mapping[str, tuple[PlannedTask, ...]]) -> bool:
     """The chain link `configure s -> stop s` on a node, with the configure put back: reversed,
     the old config would be written after the service started again on the new one."""
     if len(sources) != 1 or len(targets) != 1 or sources[0] not in inverse:
         return False
     src, dst = plan.by_id[sources[0]], plan.by_id[targets[0]]
-    return inverse[src.id].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
+    return inverse[src.id][0].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
 
 
-def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed: Collection[str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
-    """The nearest inverse tasks at or after `task`: its own, or, if it has none, those reached
-    through its completed successors."""
+def _front(task: str, plan: Plan, inverse: Mapping[str, tuple[PlannedTask, ...]], completed: Collection[str],
+           memo: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The nearest inverse tasks at or after `task`: its own (the last of them), or, if it has
+    none, those reached through its completed successors."""
     if task in inverse:
-        return frozenset({inverse[task].id})
+        return frozenset({inverse[task][-1].id})
     if task not in memo:
         memo[task] = frozenset()  # the plan is a DAG; this only guards the recursion
         found: set[str] = set()
@@ -135,9 +155,9 @@ def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed:
     return memo[task]
 
 
-def _split(before: list[str], after: list[str], inverse: Mapping[str, PlannedTask]) -> list[Link]:
+def _split(before: list[str], after: list[str], inverse: Mapping[str, tuple[PlannedTask, ...]]) -> list[Link]:
     """`before` x `after` without self pairs and without DELETE -> DELETE pairs."""
-    deletes = {t.id for t in inverse.values() if t.action is A.DELETE}
+    deletes = {t.id for chain in inverse.values() for t in chain if t.action is A.DELETE}
     b_del, b_other = [t for t in before if t in deletes], [t for t in before if t not in deletes]
     a_del, a_other = [t for t in after if t in deletes], [t for t in after if t not in deletes]
     out: list[Link] = []

@@ -86,12 +86,31 @@ def test_configure_restart_rollback_puts_the_old_config_back_before_the_service_
     assert [t.id for t in rollback_plan(plan, {"n1.bootstrap", "n1.configure.b"}).tasks] == ["n1.configure.b"]
 
 
-def test_stop_is_undone_by_start_and_remove_by_install() -> None:
+def test_stop_is_undone_by_start_and_remove_by_install_and_configure() -> None:
+    """A removed service was installed again and started: with no config (the remove had deleted
+    it, as the real catalog's redis does), its start failed and the rollback needed attention.
+    It comes back as add-services brings it: install, configure, initialize (after the start
+    of what it needs), start."""
     plan = build_plan(CAT, [node("n1", "b"), node("n2", "a")], "remove-services", services=["a", "b"])
     back = rollback_plan(plan, {t.id for t in plan.tasks})
-    assert {(t.action, t.service) for t in back.tasks} == {
-        (Action.INSTALL, "a"), (Action.INSTALL, "b"), (Action.START, "a"), (Action.START, "b")}
-    assert ("n1.install.b", "n2.install.a") in back.edges and ("n1.start.b", "n2.start.a") in back.edges
+    assert [t.id for t in back.tasks] == ["n1.install.b", "n1.configure.b", "n1.initialize.b", "n2.install.a", "n1.start.b",
+                                          "n2.configure.a", "n2.initialize.a", "n2.start.a"]
+    assert {("n1.configure.b", "n2.install.a"), ("n1.start.b", "n2.initialize.a"), ("n2.initialize.a", "n2.start.a"),
+            ("n1.initialize.b", "n1.start.b")} <= set(back.edges)
+    # meant to be stopped before the job: back, configured and initialized, not started
+    kept = rollback_plan(plan, {t.id for t in plan.tasks}, had={("n1", "b"), ("n2", "a")}, meant_stopped={("n2", "a")})
+    assert [t.id for t in kept.tasks if t.node == "n2"] == ["n2.install.a", "n2.configure.a", "n2.initialize.a"]
+
+
+def test_nothing_is_undone_on_a_node_the_job_deleted() -> None:
+    """A shrink stopped `a` on n2 and n3 and deleted n2; n3's delete failed. The rollback started
+    `a` on n2 too, a machine gone: that start could never succeed, and the rollback needed
+    attention for good."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a"), node("n3", "base", "a")]
+    plan = build_plan(CAT, nodes, "shrink", node_ids=["n2", "n3"])
+    back = rollback_plan(plan, {"n2.stop.a", "n2.delete", "n3.stop.a"}, CAT, had={(n.id, s) for n in nodes for s in n.services},
+                         meant_stopped=set())
+    assert [t.id for t in back.tasks] == ["n3.start.a"]
 
 
 def test_with_the_catalog_undefined_inverse_actions_are_left_out() -> None:

@@ -4,9 +4,9 @@ stopped it (docs/planner.md, "Rollback")."""
 
 from __future__ import annotations
 
-from planner_harness import checked_harness
+from planner_harness import Harness, checked_harness, demo_catalog
 
-from contracts.commands import Accepted, ConfigureCluster, StopServices
+from contracts.commands import Accepted, ConfigureCluster, RemoveServices, ShrinkCluster, StopServices
 
 
 async def test_a_failed_configure_restart_leaves_a_service_the_user_stopped_stopped() -> None:
@@ -29,3 +29,45 @@ async def test_a_failed_configure_restart_leaves_a_service_the_user_stopped_stop
     assert h.stopped >= {(n, "checked") for n in nodes}  # what the workers last did: stopped
     cluster = h.cluster(cid)
     assert cluster.stopped == ["checked"] and cluster.status == "active"
+
+
+async def test_a_shrink_rolled_back_runs_nothing_on_the_nodes_it_deleted() -> None:
+    """A shrink stopped the services of the nodes it removes and deleted some; one delete
+    failed. The rollback started the services again on every one of them, the deleted too: on a
+    machine that was gone (the simulated one pretends; over SSH it failed, and the job needed
+    attention for good)."""
+    h = Harness()
+    cid = await h.cluster_of(4)
+    h.behaviour = lambda m: "fail" if m.action.value == "delete" and m.node.id == "n1003" else "succeed"
+    reply = await h.send(ShrinkCluster(cluster_id=cid, nodes=2))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.state == "rolled_back", job.error
+    gone = job.deleted_nodes()
+    assert gone
+    undone = [t for t in job.tasks.values() if t.id.startswith("undo.")]
+    assert undone and not [t.id for t in undone if t.node in gone]
+    assert not [m.task_id for m in h.sent() if m.job_id == reply.job_id and m.task_id.startswith("undo.") and m.node.id in gone]
+    assert h.cluster(cid).status == "incomplete"
+
+
+async def test_a_remove_services_rolled_back_configures_the_service_again_before_it_starts() -> None:
+    """Installed again and started, without its config: the remove had taken it (the real
+    catalog's redis deletes its directory), so the start failed."""
+    removable = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}}
+                                             for a in ("install", "configure", "start", "stop", "remove")}}}
+    catalog = demo_catalog(gone=removable)
+    catalog.clustertemplates["hadoop-small"].defaults.services.append("gone")
+    h = Harness(catalog=catalog)
+    cid = await h.cluster_of(2)
+    nodes = sorted(h.cluster(cid).nodes)
+    h.behaviour = lambda m: "fail" if m.task_id == f"{nodes[-1]}.remove.gone" else "succeed"
+    reply = await h.send(RemoveServices(cluster_id=cid, services=["gone"]))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.state == "rolled_back", job.error
+    ran = [m.task_id.removeprefix("undo.") for m in h.sent() if m.job_id == reply.job_id and m.task_id.startswith("undo.")]
+    assert ran == [f"{nodes[0]}.install.gone", f"{nodes[0]}.configure.gone", f"{nodes[0]}.start.gone", f"{nodes[1]}.start.gone"]
+    assert all("gone" in h.services(cid)[n] for n in nodes) and h.cluster(cid).status == "active"
