@@ -71,3 +71,4 @@ async def test_a_remove_services_rolled_back_configures_the_service_again_before
     ran = [m.task_id.removeprefix("undo.") for m in h.sent() if m.job_id == reply.job_id and m.task_id.startswith("undo.")]
     assert ran == [f"{nodes[0]}.install.gone", f"{nodes[0]}.configure.gone", f"{nodes[0]}.start.gone", f"{nodes[1]}.start.gone"]
     assert all("gone" in h.services(cid)[n] for n in nodes) and h.cluster(cid).status == "active"
+    assert h.cluster(cid).drift() == []  # installed, configured, running: as before the job
