@@ -6,26 +6,43 @@ from __future__ import annotations
 
 from planner_harness import Harness, checked_harness, demo_catalog
 
-from contracts.commands import Accepted, ConfigureCluster, RemoveServices, ShrinkCluster, StopServices
+from contracts.commands import Accepted, ConfigureCluster, RemoveServices, RestartServices, ShrinkCluster, StopServices
 
 
-async def test_a_failed_configure_restart_leaves_a_service_the_user_stopped_stopped() -> None:
-    """`checked` stopped by the user, then a configure --restart whose namenode would not start:
-    the rollback started `checked` again (the inverse of the job's stop of it), on every node,
-    and the cluster said it was meant to be stopped while it ran."""
+async def test_a_configure_restart_configures_a_service_the_user_stopped_and_leaves_it_stopped() -> None:
+    """`checked` stopped by the user, then a configure --restart: it stopped and started every
+    service, `checked` too, which was then meant to run. Now the services meant to run are
+    restarted, `checked` is configured only (a phase of its own), and stays stopped."""
     h = checked_harness()
     cid = await h.cluster_of(2)
     nodes = sorted(h.cluster(cid).nodes)
     await h.ok(StopServices(cluster_id=cid, services=["checked"]))
-    assert h.stopped == {(n, "checked") for n in nodes}
+    job_id = (await h.ok(ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))).job_id
+    ran = {(t.node, t.action.value) for t in h.job(job_id).plan.tasks if t.service == "checked"}
+    assert ran == {(n, "configure") for n in nodes}
+    assert any(t.action.value == "start" and t.service == "hdfs-namenode" for t in h.job(job_id).plan.tasks)
+    assert h.stopped >= {(n, "checked") for n in nodes} and h.cluster(cid).stopped == ["checked"]
+    assert h.cluster(cid).drift() == []
+
+
+async def test_a_failed_restart_leaves_a_service_the_user_stopped_stopped() -> None:
+    """`checked` stopped by the user, then a restart of every service whose namenode would not
+    start: the rollback started `checked` again (the inverse of the job's stop of it) on every
+    node, and the cluster said it was meant to be stopped while it ran (a configure --restart
+    did the same before it left such services out)."""
+    h = checked_harness()
+    cid = await h.cluster_of(2)
+    nodes = sorted(h.cluster(cid).nodes)
+    await h.ok(StopServices(cluster_id=cid, services=["checked"]))
     h.behaviour = lambda m: "fail" if m.task_id == f"{nodes[0]}.start.hdfs-namenode" else "succeed"
-    reply = await h.send(ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))
+    reply = await h.send(RestartServices(cluster_id=cid))
     assert isinstance(reply, Accepted)
     await h.settle()
     job = h.job(reply.job_id)
     assert job.state == "rolled_back", job.view()["error"]
+    assert {t.node for t in job.plan.tasks if t.service == "checked" and job.task_state.get(t.id) == "succeeded"} == set(nodes)
     undone = {(t.node, t.action.value) for t in job.tasks.values() if t.id.startswith("undo.") and t.service == "checked"}
-    assert undone and not {a for _, a in undone} & {"start"}, undone
+    assert "start" not in {a for _, a in undone}, undone
     assert h.stopped >= {(n, "checked") for n in nodes}  # what the workers last did: stopped
     cluster = h.cluster(cid)
     assert cluster.stopped == ["checked"] and cluster.status == "active"
