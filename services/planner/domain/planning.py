@@ -180,23 +180,28 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
         services = [cmd.service]
     nodes = getattr(cmd, "nodes", None)  # start, stop, restart, configure: only these nodes' tasks
     node_ids = sorted(set(nodes)) if nodes else None
-    if job.operation == "configure-restart":
-        return configure_restart(catalog.services, list(cluster.nodes.values()), node_ids, cluster.stopped_pairs())
+    if job.operation in KEEPS_STOPPED:
+        return keep_stopped(catalog.services, list(cluster.nodes.values()), job.operation, services, node_ids, cluster.stopped_pairs())
     return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services, node_ids=node_ids)
 
 
-def configure_restart(services: Mapping[str, Service], nodes: list[NodeSpec], node_ids: Sequence[str] | None,
-                      stopped: Collection[Pair]) -> Plan:
-    """A configure with a restart: the services meant to run are configured and restarted, those
-    meant to be stopped (`stopped`, the user's stops) only configured, so they stay stopped (it
-    started every one of them, and made them meant to run); as a repair and a rollback to a job
-    treat them. Without any, the plain plan, as before."""
-    planned = {(n.id, s) for n in nodes if node_ids is None or n.id in node_ids for s in n.services}
-    if not planned & set(stopped):
-        return build_plan(services, nodes, "configure-restart", node_ids=node_ids)
+KEEPS_STOPPED = {"configure-restart": "configure", "upgrade": "repair-install"}
+"""Operations that stop and start what they change, and what they run instead where a service
+is meant to be stopped (the user's `stop`): configure it; install and configure it."""
+
+
+def keep_stopped(services: Mapping[str, Service], nodes: list[NodeSpec], operation: str, names: Sequence[str] | None,
+                 node_ids: Sequence[str] | None, stopped: Collection[Pair]) -> Plan:
+    """A configure with a restart or an upgrade: the services meant to run are changed and
+    restarted, those meant to be stopped (`stopped`) changed only (`KEEPS_STOPPED`), in a phase
+    after, so they stay stopped (it started every one of them, and made them meant to run), as a
+    repair and a rollback to a job treat them. Without any, the plain plan, as before."""
+    planned = {(n.id, s) for n in nodes if node_ids is None or n.id in node_ids for s in n.services if names is None or s in names}
     rest = planned & set(stopped)
-    return chain_phases([*pair_phases(services, nodes, "configure-restart", planned - rest),
-                         *pair_phases(services, nodes, "configure", rest)])
+    if not rest:
+        return build_plan(services, nodes, operation, services=names, node_ids=node_ids)
+    return chain_phases([*pair_phases(services, nodes, operation, planned - rest),
+                         *pair_phases(services, nodes, KEEPS_STOPPED[operation], rest)])
 
 
 def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from planner_harness import Harness, checked_harness, demo_catalog
 
-from contracts.commands import Accepted, ConfigureCluster, RemoveServices, RestartServices, ShrinkCluster, StopServices
+from contracts.commands import (
+    Accepted,
+    ConfigureCluster,
+    RemoveServices,
+    RestartServices,
+    ShrinkCluster,
+    StopServices,
+    UpgradeService,
+)
 
 
 async def test_a_configure_restart_configures_a_service_the_user_stopped_and_leaves_it_stopped() -> None:
@@ -89,3 +97,17 @@ async def test_a_remove_services_rolled_back_configures_the_service_again_before
     assert ran == [f"{nodes[0]}.install.gone", f"{nodes[0]}.configure.gone", f"{nodes[0]}.start.gone", f"{nodes[1]}.start.gone"]
     assert all("gone" in h.services(cid)[n] for n in nodes) and h.cluster(cid).status == "active"
     assert h.cluster(cid).drift() == []  # installed, configured, running: as before the job
+
+
+async def test_an_upgrade_installs_and_configures_a_service_stopped_on_one_node_and_leaves_it_stopped_there() -> None:
+    """`checked` stopped by the user on one node: an upgrade stopped, installed, configured and
+    started it on every node, that one too, which was then meant to run."""
+    h = checked_harness()
+    cid = await h.cluster_of(2)
+    a, b = sorted(h.cluster(cid).nodes)
+    await h.ok(StopServices(cluster_id=cid, services=["checked"], nodes=[a]))
+    job_id = (await h.ok(UpgradeService(cluster_id=cid, service="checked"))).job_id
+    ran = {(t.node, t.action.value) for t in h.job(job_id).plan.tasks if t.service == "checked"}
+    assert ran == {(a, "install"), (a, "configure"), (b, "stop"), (b, "install"), (b, "configure"), (b, "start"), (b, "status")}
+    assert (a, "checked") in h.stopped and (b, "checked") not in h.stopped
+    assert h.cluster(cid).stopped_pairs() == {(a, "checked")} and h.cluster(cid).drift() == []
