@@ -204,3 +204,42 @@ def test_a_thrown_in_start_of_a_service_meant_to_be_stopped_is_undone() -> None:
     assert {t.id for t in back.tasks} == {"n2.stop.a", "n1.stop.b"} and set(back.edges) == {("n2.stop.a", "n1.stop.b")}
     # b meant to run there: the thrown-in start is not undone, as ever
     assert [t.id for t in rollback_plan(plan, set(plan.index), CAT, had=had, meant_stopped={("n2", "a")}).tasks] == ["n2.stop.a"]
+
+
+OPS: list[tuple[str, dict[str, list[str]]]] = [
+    ("configure-restart", {}), ("restart", {}), ("start", {}), ("stop", {}), ("upgrade", {"services": ["b"]}),
+    ("start", {"services": ["a"], "node_ids": ["n2"]}),  # b's start on n1 thrown in
+    ("remove-services", {"services": ["a"]}), ("shrink", {"node_ids": ["n3"]})]
+
+
+def _ran(plan: Plan, done: set[str], state: dict[tuple[str, str], str]) -> None:
+    """What a plan's `done` tasks leave of each service's state, in plan order (running,
+    stopped, absent; a machine deleted takes its node's services)."""
+    after = {Action.START: "running", Action.STOP: "stopped", Action.REMOVE: "absent"}
+    for t in plan.tasks:
+        if t.id not in done:
+            continue
+        if t.action is Action.DELETE:
+            for key in [k for k in state if k[0] == t.node]:
+                state[key] = "gone"
+        elif t.service and t.action in after:
+            state[(t.node, t.service)] = after[t.action]
+        elif t.service and t.action is Action.INSTALL and state.get((t.node, t.service), "absent") == "absent":
+            state[(t.node, t.service)] = "stopped"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(OPS), st.integers(0, 30), st.sets(st.sampled_from([("n1", "b"), ("n2", "a"), ("n3", "a")])))
+def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, dict[str, list[str]]], cut: int, stopped: set[tuple[str, str]]) -> None:
+    """Whatever completed of any operation, on any services the user had stopped: once the
+    rollback ran, each service the cluster had is running or stopped as before the job (but on
+    a machine the job deleted, which is gone)."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a"), node("n3", "base", "a")]
+    plan = build_plan(CAT, nodes, op[0], **op[1])
+    done = run_until(plan, cut)
+    before = {(n.id, s): "stopped" if (n.id, s) in stopped else "running" for n in nodes for s in n.services if s != "base"}
+    state = dict(before)
+    _ran(plan, done, state)
+    back = rollback_plan(plan, done, CAT, had={(n.id, s) for n in nodes for s in n.services}, meant_stopped=stopped)
+    _ran(back, set(back.index), state)
+    assert {k: v for k, v in state.items() if v != "gone"} == {k: v for k, v in before.items() if state[k] != "gone"}
