@@ -11,22 +11,15 @@ from typing import Any
 import pytest
 
 from contracts.commands import Accepted, ConfigureCluster, CreateCluster, RestartServices, StopServices
-from contracts.events import JobRolledBack, JobSucceeded
+from contracts.events import JobRolledBack
 from muster.catalog.store import apply_catalog
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
 
-from .conftest import quick_demo_catalog
+from .conftest import quick_demo_catalog, succeeded
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120), pytest.mark.parametrize("stack", [{"http": False}], indirect=True)]
 Stack = Any
 STOPPED = "yarn-nodemanager"
-
-
-async def _ok(stack: Stack, command: Any) -> Accepted:
-    reply = await stack.client.request(command)
-    assert isinstance(reply, Accepted), reply
-    assert isinstance(await stack.client.wait(reply.job_id, timeout=60), JobSucceeded)
-    return reply
 
 
 async def test_a_service_the_user_stopped_stays_stopped_through_a_failed_restart_and_a_configure_restart(stack: Stack) -> None:
@@ -34,8 +27,8 @@ async def test_a_service_the_user_stopped_stays_stopped_through_a_failed_restart
     check fails (slowly, and not retried), by when every stop has run: before session 33 the rollback
     started the nodemanager on each node (the inverse of the job's stop of it). Then a configure
     --restart: it started the nodemanager too, and made it meant to run."""
-    cid = (await _ok(stack, CreateCluster(name="kept", template="hadoop-small", nodes=3))).cluster_id
-    await _ok(stack, StopServices(cluster_id=cid, services=[STOPPED]))
+    cid = (await succeeded(stack, CreateCluster(name="kept", template="hadoop-small", nodes=3))).cluster_id
+    await succeeded(stack, StopServices(cluster_id=cid, services=[STOPPED]))
     automator = stack.workers.executor.inner.automator("simulated")
     assert isinstance(automator, SimulatedAutomator)
     on = sorted(n.id for n in stack.planner.clusters[cid].nodes.values() if STOPPED in n.services)
@@ -58,7 +51,7 @@ async def test_a_service_the_user_stopped_stays_stopped_through_a_failed_restart
     assert STOPPED in cluster.stopped and cluster.status == "active"
 
     await apply_catalog(stack.store, stack.tenant, quick_demo_catalog())
-    configured = await _ok(stack, ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))
+    configured = await succeeded(stack, ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))
     plan = stack.planner.jobs[configured.job_id].plan
     assert {t.action.value for t in plan.tasks if t.service == STOPPED} == {"configure"}
     assert {automator.states[(cid, n, STOPPED)] for n in on} == {"stopped"}

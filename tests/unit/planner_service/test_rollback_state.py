@@ -11,7 +11,6 @@ from contracts.commands import (
     ConfigureCluster,
     RemoveServices,
     RestartServices,
-    ShrinkCluster,
     StopServices,
     UpgradeService,
 )
@@ -54,27 +53,6 @@ async def test_a_failed_restart_leaves_a_service_the_user_stopped_stopped() -> N
     assert h.stopped >= {(n, "checked") for n in nodes}  # what the workers last did: stopped
     cluster = h.cluster(cid)
     assert cluster.stopped == ["checked"] and cluster.status == "active"
-
-
-async def test_a_shrink_rolled_back_runs_nothing_on_the_nodes_it_deleted() -> None:
-    """A shrink stopped the services of the nodes it removes and deleted some; one delete
-    failed. The rollback started the services again on every one of them, the deleted too: on a
-    machine that was gone (the simulated one pretends; over SSH it failed, and the job needed
-    attention for good)."""
-    h = Harness()
-    cid = await h.cluster_of(4)
-    h.behaviour = lambda m: "fail" if m.action.value == "delete" and m.node.id == "n1003" else "succeed"
-    reply = await h.send(ShrinkCluster(cluster_id=cid, nodes=2))
-    assert isinstance(reply, Accepted)
-    await h.settle()
-    job = h.job(reply.job_id)
-    assert job.state == "rolled_back", job.error
-    gone = job.deleted_nodes()
-    assert gone
-    undone = [t for t in job.tasks.values() if t.id.startswith("undo.")]
-    assert undone and not [t.id for t in undone if t.node in gone]
-    assert not [m.task_id for m in h.sent() if m.job_id == reply.job_id and m.task_id.startswith("undo.") and m.node.id in gone]
-    assert h.cluster(cid).status == "incomplete"
 
 
 async def test_a_remove_services_rolled_back_configures_the_service_again_before_it_starts() -> None:
