@@ -410,8 +410,10 @@ class Requests:
 
     async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""
-        # The cluster's pointer to its job first: see Planner.resume.
-        cluster.set_status(cluster.status, str(job.id))
+        # The cluster's pointer to its job first: see Planner.resume. A job that only looks (a
+        # check) leaves the reason too: the cluster's status is still what the last change left.
+        keep = cluster.status_reason if OPERATIONS[job.operation].observes else ""
+        cluster.set_status(cluster.status, str(job.id), keep)
         await self.state.save_cluster(cluster)
         if then is not None:
             then()

@@ -8,6 +8,7 @@ from planner_harness import Harness, checked_harness, demo_catalog
 
 from contracts.commands import (
     Accepted,
+    CheckCluster,
     ConfigureCluster,
     RemoveServices,
     RestartServices,
@@ -89,3 +90,21 @@ async def test_an_upgrade_installs_and_configures_a_service_stopped_on_one_node_
     assert ran == {(a, "install"), (a, "configure"), (b, "stop"), (b, "install"), (b, "configure"), (b, "start"), (b, "status")}
     assert (a, "checked") in h.stopped and (b, "checked") not in h.stopped
     assert h.cluster(cid).stopped_pairs() == {(a, "checked")} and h.cluster(cid).drift() == []
+
+
+async def test_a_check_after_a_rollback_keeps_the_cluster_s_reason() -> None:
+    """A check only looks, and the cluster keeps its status: it kept `active` or `incomplete`
+    but dropped the reason (`expand rolled back: task ...`, `n1000 deleted all the same`), so
+    `muster cluster show` no longer said why after the user checked what runs."""
+    h = checked_harness()
+    cid = await h.cluster_of(2)
+    h.behaviour = lambda m: "fail" if m.task_id.endswith(".start.checked") and not m.task_id.startswith("undo.") else "succeed"
+    reply = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    reason = h.cluster(cid).status_reason
+    assert h.job(reply.job_id).state == "rolled_back" and reason.startswith("restart rolled back: task ")
+    h.behaviour = lambda m: "succeed"
+    check = (await h.ok(CheckCluster(cluster_id=cid))).job_id
+    cluster = h.cluster(cid)
+    assert (cluster.status, cluster.status_reason, cluster.job_id) == ("active", reason, check)
