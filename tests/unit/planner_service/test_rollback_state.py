@@ -10,8 +10,10 @@ from contracts.commands import (
     Accepted,
     CheckCluster,
     ConfigureCluster,
+    Rejected,
     RemoveServices,
     RestartServices,
+    RetryJob,
     StopServices,
     UpgradeService,
 )
@@ -108,3 +110,32 @@ async def test_a_check_after_a_rollback_keeps_the_cluster_s_reason() -> None:
     check = (await h.ok(CheckCluster(cluster_id=cid))).job_id
     cluster = h.cluster(cid)
     assert (cluster.status, cluster.status_reason, cluster.job_id) == ("active", reason, check)
+
+
+async def test_a_rolled_back_job_is_retried_after_checks_that_only_looked() -> None:
+    """A restart rolled back, the user checked what runs (twice): the retry was refused, the
+    cluster's last job being the check (`is not the last job of cluster 'c1'`), though a check
+    changes nothing a retry's plan was made on. A job that changed the cluster since still
+    refuses it."""
+    h = checked_harness()
+    cid = await h.cluster_of(2)
+    h.behaviour = lambda m: "fail" if m.task_id.endswith(".start.checked") and not m.task_id.startswith("undo.") else "succeed"
+    reply = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.job(reply.job_id).state == "rolled_back"
+    h.behaviour = lambda m: "succeed"
+    await h.ok(CheckCluster(cluster_id=cid))
+    await h.ok(CheckCluster(cluster_id=cid))
+    retried = await h.send(RetryJob(job_id=reply.job_id))
+    assert isinstance(retried, Accepted), retried
+    await h.settle()
+    assert h.job(reply.job_id).state == "succeeded" and h.cluster(cid).job_id == reply.job_id
+    # once another change came, the retry of the one before is refused, checks or not
+    failed = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
+    assert isinstance(failed, Accepted)
+    await h.settle()
+    await h.ok(StopServices(cluster_id=cid, services=["checked"]))
+    await h.ok(CheckCluster(cluster_id=cid))
+    refused = await h.send(RetryJob(job_id=reply.job_id))
+    assert isinstance(refused, Rejected) and "is not the last job of cluster 'c1'" in refused.reason
