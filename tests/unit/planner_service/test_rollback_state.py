@@ -94,19 +94,27 @@ async def test_an_upgrade_installs_and_configures_a_service_stopped_on_one_node_
     assert h.cluster(cid).stopped_pairs() == {(a, "checked")} and h.cluster(cid).drift() == []
 
 
-async def test_a_check_after_a_rollback_keeps_the_cluster_s_reason() -> None:
-    """A check only looks, and the cluster keeps its status: it kept `active` or `incomplete`
-    but dropped the reason (`expand rolled back: task ...`, `n1000 deleted all the same`), so
-    `muster cluster show` no longer said why after the user checked what runs."""
+async def _restart_rolled_back() -> tuple[Harness, str, str]:
+    """A 2-node cluster whose restart of `checked` was rolled back (its starts failed); then
+    every task succeeds. (harness, cluster, job)."""
     h = checked_harness()
     cid = await h.cluster_of(2)
     h.behaviour = lambda m: "fail" if m.task_id.endswith(".start.checked") and not m.task_id.startswith("undo.") else "succeed"
     reply = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
     assert isinstance(reply, Accepted)
     await h.settle()
-    reason = h.cluster(cid).status_reason
-    assert h.job(reply.job_id).state == "rolled_back" and reason.startswith("restart rolled back: task ")
+    assert h.job(reply.job_id).state == "rolled_back"
     h.behaviour = lambda m: "succeed"
+    return h, cid, reply.job_id
+
+
+async def test_a_check_after_a_rollback_keeps_the_cluster_s_reason() -> None:
+    """A check only looks, and the cluster keeps its status: it kept `active` or `incomplete`
+    but dropped the reason (`expand rolled back: task ...`, `n1000 deleted all the same`), so
+    `muster cluster show` no longer said why after the user checked what runs."""
+    h, cid, _ = await _restart_rolled_back()
+    reason = h.cluster(cid).status_reason
+    assert reason.startswith("restart rolled back: task ")
     check = (await h.ok(CheckCluster(cluster_id=cid))).job_id
     cluster = h.cluster(cid)
     assert (cluster.status, cluster.status_reason, cluster.job_id) == ("active", reason, check)
@@ -117,25 +125,16 @@ async def test_a_rolled_back_job_is_retried_after_checks_that_only_looked() -> N
     cluster's last job being the check (`is not the last job of cluster 'c1'`), though a check
     changes nothing a retry's plan was made on. A job that changed the cluster since still
     refuses it."""
-    h = checked_harness()
-    cid = await h.cluster_of(2)
-    h.behaviour = lambda m: "fail" if m.task_id.endswith(".start.checked") and not m.task_id.startswith("undo.") else "succeed"
-    reply = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
-    assert isinstance(reply, Accepted)
-    await h.settle()
-    assert h.job(reply.job_id).state == "rolled_back"
-    h.behaviour = lambda m: "succeed"
+    h, cid, job_id = await _restart_rolled_back()
     await h.ok(CheckCluster(cluster_id=cid))
     await h.ok(CheckCluster(cluster_id=cid))
-    retried = await h.send(RetryJob(job_id=reply.job_id))
+    retried = await h.send(RetryJob(job_id=job_id))
     assert isinstance(retried, Accepted), retried
     await h.settle()
-    assert h.job(reply.job_id).state == "succeeded" and h.cluster(cid).job_id == reply.job_id
+    assert h.job(job_id).state == "succeeded" and h.cluster(cid).job_id == job_id
     # once another change came, the retry of the one before is refused, checks or not
-    failed = await h.send(RestartServices(cluster_id=cid, services=["checked"]))
-    assert isinstance(failed, Accepted)
-    await h.settle()
+    h, cid, job_id = await _restart_rolled_back()
     await h.ok(StopServices(cluster_id=cid, services=["checked"]))
     await h.ok(CheckCluster(cluster_id=cid))
-    refused = await h.send(RetryJob(job_id=reply.job_id))
+    refused = await h.send(RetryJob(job_id=job_id))
     assert isinstance(refused, Rejected) and "is not the last job of cluster 'c1'" in refused.reason
