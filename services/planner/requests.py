@@ -410,8 +410,10 @@ class Requests:
 
     async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""
-        # The cluster's pointer to its job first: see Planner.resume.
-        cluster.set_status(cluster.status, str(job.id))
+        # The cluster's pointer to its job first: see Planner.resume. A job that only looks (a
+        # check) leaves the reason too: the cluster's status is still what the last change left.
+        keep = cluster.status_reason if OPERATIONS[job.operation].observes else ""
+        cluster.set_status(cluster.status, str(job.id), keep)
         await self.state.save_cluster(cluster)
         if then is not None:
             then()
@@ -495,11 +497,14 @@ class Requests:
                               f"{cmd.job_id}: send that same request again, or use a new request_id",
                               code="conflict", field="request_id", job_id=cmd.job_id)
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
+        since: tuple[Job, ...] = ()
         if isinstance(cmd, RetryJob):  # run again with the catalog as it is now: a script fixed there is taken
             catalog, seq = await self.state.current_catalog(job.tenant, refresh=True)
+            if cluster.job_id != str(job.id):  # only checks since? (`saga.retriable`)
+                since = (await self.state.jobs_since(job.tenant, job.cluster_id, str(job.id)))[1:]
         else:
             catalog, seq = await self.state.catalog_of(job), None
-        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch, seq)
+        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch, seq, since)
         await self.execution.execute(job, cluster, effects)
         if isinstance(cmd, CancelJob):  # what nobody claimed ends now, not at its timeout
             await cancels.close_claims(self.execution, job, cluster)

@@ -811,11 +811,11 @@ class Job(Aggregate):
         completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.id not in completed
                       and t.id in self.maybe_made]
         had = {(n.id, s) for n in self.previous_nodes for s in n.services}
-        running: set[tuple[str, str]] = set()
-        if self.previous_stopped is not None:  # (v1 events do not say: every start is undone, as then)
+        stopped: set[tuple[str, str]] | None = None  # (v1 events do not say: every start and stop is undone, as then)
+        if self.previous_stopped is not None:
             layout = {n.id: n.services for n in self.previous_nodes}
-            running = had - desired.stopped_pairs(layout, self.previous_stopped, self.previous_stopped_on)
-        undo = rollback_plan(self.plan, completed, services, had, running)
+            stopped = desired.stopped_pairs(layout, self.previous_stopped, self.previous_stopped_on)
+        undo = rollback_plan(self.plan, completed, services, had, stopped)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(
             job_id=str(self.id), reason=reason,

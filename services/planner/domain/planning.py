@@ -7,12 +7,12 @@ here is planning itself (`PlanError`), which the caller turns into a refusal or 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from contracts.catalog import Catalog
+from contracts.catalog import Catalog, Service
 from contracts.commands import (
     COMMAND_ADAPTER,
     MAX_RELAYOUTS,
@@ -31,12 +31,14 @@ from contracts.commands import (
 from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutRequested, PlannedTaskRecord
 from contracts.layout import Layout, NodeSpec
 from muster.catalog.templates import TemplateError, resolve_template
+from muster.readmodel.desired import Pair
 
 from . import leases, observed, resize, rolling
 from .admission import Facts, Refused, provider_of, template_of
 from .cluster import Cluster
 from .job import Job, job_uuid
 from .plan import Plan, build_plan
+from .restore import chain_phases, pair_phases
 
 
 def cluster_uuid(job_id: str) -> UUID:
@@ -187,8 +189,29 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     elif isinstance(cmd, UpgradeService):
         services = [cmd.service]
     nodes = getattr(cmd, "nodes", None)  # start, stop, restart, configure: only these nodes' tasks
-    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services,
-                      node_ids=sorted(set(nodes)) if nodes else None)
+    node_ids = sorted(set(nodes)) if nodes else None
+    if job.operation in KEEPS_STOPPED:
+        return keep_stopped(catalog.services, list(cluster.nodes.values()), job.operation, services, node_ids, cluster.stopped_pairs())
+    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services, node_ids=node_ids)
+
+
+KEEPS_STOPPED = {"configure-restart": "configure", "upgrade": "repair-install"}
+"""Operations that stop and start what they change, and what they run instead where a service
+is meant to be stopped (the user's `stop`): configure it; install and configure it."""
+
+
+def keep_stopped(services: Mapping[str, Service], nodes: list[NodeSpec], operation: str, names: Sequence[str] | None,
+                 node_ids: Sequence[str] | None, stopped: Collection[Pair]) -> Plan:
+    """A configure with a restart or an upgrade: the services meant to run are changed and
+    restarted, those meant to be stopped (`stopped`) changed only (`KEEPS_STOPPED`), in a phase
+    after, so they stay stopped (it started every one of them, and made them meant to run), as a
+    repair and a rollback to a job treat them. Without any, the plain plan, as before."""
+    planned = {(n.id, s) for n in nodes if node_ids is None or n.id in node_ids for s in n.services if names is None or s in names}
+    rest = planned & set(stopped)
+    if not rest:
+        return build_plan(services, nodes, operation, services=names, node_ids=node_ids)
+    return chain_phases([*pair_phases(services, nodes, operation, planned - rest),
+                         *pair_phases(services, nodes, KEEPS_STOPPED[operation], rest)])
 
 
 def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:

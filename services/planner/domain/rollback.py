@@ -7,15 +7,21 @@ Inverse of each completed task (docs/planner.md, "Rollback"):
   install over a service the node had before the job (`had`: an upgrade's, a repair's
   reinstall) has no inverse: removing it would leave the node without a service its layout
   keeps, so its configure is put back and its stop undone instead;
-- START s -> STOP s, but not where s was meant to run before the job (`meant_running`: a
-  repair's start) and the job did not stop it: a rollback never stops a service that should
-  run (a repair of nodes whose state was unknown stopped every service it could not check);
-  one the job stopped and started again is restarted by the rollback (stop, start), on the
-  config it puts back;
-- STOP s -> START s; REMOVE s -> INSTALL s;
+- each service the node had before the job ends in its state of then (`meant_stopped`, from
+  the log's `JobPlanned.previous_stopped`): meant to run, a START the job did not stop it for
+  has no inverse (a rollback never stops a service that should run: a repair of nodes whose
+  state was unknown stopped every service it could not check), and one it stopped (and maybe
+  started again) is started (restarted: stop, start) on the config the rollback puts back;
+  meant to be stopped, its STOP has no inverse and a START is undone by STOP, a thrown-in one
+  too (a configure-restart's rollback started a service the user had stopped);
+- otherwise START s -> STOP s; STOP s -> START s; REMOVE s -> INSTALL s, CONFIGURE s, and
+  INITIALIZE s, which goes before the START of its stop's inverse when there is one (after the
+  starts of what s needs, as add-services does): a removed service comes back configured, not
+  only installed (its start found no config: the remove had deleted it);
 - CONFIGURE s -> CONFIGURE s (the executor supplies the previous config);
-- no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
-  START tasks thrown in for services outside the operation (they were running before).
+- no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back, nor
+  anything done on it: a shrink's stops there), and START tasks thrown in for services outside
+  the operation (they were running before), but for those meant to be stopped.
 If u had to finish before v, inverse(v) finishes before inverse(u); a completed task without
 an inverse passes the ordering through. DELETEs are not ordered among themselves. One exception:
 a configure that came right before its service's stop on a node (configure-restart) is put back
@@ -24,73 +30,121 @@ before that stop is undone, not after, so the service starts again on its old co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from contracts.catalog import Action, Service
+from muster.readmodel.desired import Pair
 
 from .model import Link, Plan, PlannedTask, task_id
 
 A = Action
-_INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE, A.REMOVE: A.INSTALL}
+_INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE}
+
 
 
 def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None,
-                  had: Collection[tuple[str, str]] = (), meant_running: Collection[tuple[str, str]] = ()) -> Plan:
+                  had: Collection[Pair] = (), meant_stopped: Collection[Pair] | None = None) -> Plan:
     """Inverse tasks of `completed` (task ids of `plan`), ordered in reverse. With the
     catalog's `services`, an inverse the service does not define (often REMOVE) is left out.
-    `had`: the (node, service) pairs of the cluster before the job; `meant_running`: those of
-    them meant to run then."""
+    `had`: the (node, service) pairs of the cluster before the job; `meant_stopped`: those of
+    them meant to be stopped then, the others meant to run (None: not known, a v1 plan's, and
+    every start and stop is undone)."""
     done = [t for t in plan.tasks if t.id in completed]
-    kept = frozenset(had), frozenset(meant_running)
-    inverse = _inverses(done, plan.thrown_in, services, *kept)
+    then = _Before(frozenset(had), None if meant_stopped is None else frozenset(meant_stopped) & frozenset(had))
+    inverse = _inverses(done, plan.thrown_in, services, then)
     fronts: dict[str, frozenset[str]] = {}
-    links: list[Link] = []
+    links: list[Link] = [((a.id,), (b.id,)) for chain in inverse.values() for a, b in itertools.pairwise(chain)]
     for sources, targets in plan.links:
-        after = [inverse[s].id for s in sources if s in inverse]
+        after = [inverse[s][0].id for s in sources if s in inverse]
         before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
         if _config_first(sources, targets, plan, inverse):
             links.extend(_split(after, sorted(before), inverse))
             continue
         links.extend(_split(sorted(before), after, inverse))
-    tasks = {t.id: t for t in inverse.values()}
+    tasks = {t.id: t for chain in inverse.values() for t in chain}
     return Plan.assemble(tasks.values(), links)
 
 
+@dataclass(frozen=True)
+class _Before:
+    """The cluster's services before the job, and which of them were meant to be stopped."""
+    had: frozenset[Pair]
+    stopped: frozenset[Pair] | None
+
+    def running(self, pair: Pair) -> bool:
+        return self.stopped is not None and pair in self.had and pair not in self.stopped
+
+    def stopped_then(self, pair: Pair) -> bool:
+        return self.stopped is not None and pair in self.stopped
+
+
 def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None,
-              had: frozenset[tuple[str, str]], meant_running: frozenset[tuple[str, str]]) -> dict[str, PlannedTask]:
+              before: _Before) -> dict[str, tuple[PlannedTask, ...]]:
+    """Each completed task's inverse: the tasks that undo it, in order (most often one)."""
     created = {t.node for t in done if t.action is A.CREATE}
-    installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in had}
+    # a machine the job deleted is gone: nothing on it can be undone (its services' starts were
+    # tried on no machine, failed, and the rollback needed attention for good)
+    deleted = {t.node for t in done if t.action is A.DELETE} - created
+    installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in before.had}
     # stopped and started again by the job: the rollback restarts it (on the config it puts back)
     restarted = {(t.node, t.service) for t in done if t.action is A.STOP}
-    out: dict[str, PlannedTask] = {}
+    removed = {(t.node, t.service) for t in done if t.action is A.REMOVE}
+    kept = {t.id for t in done if t.service and _kept(t, (t.node, t.service), t.id in thrown_in, (t.node, t.service) in restarted, before)}
+    # a removed service started again is initialized right before (after the starts of what it
+    # needs, as add-services does: the reverse of its stop's order); one left stopped, after its configure
+    started = {(t.node, t.service) for t in done if t.action is A.STOP and t.id not in kept}
+    out: dict[str, tuple[PlannedTask, ...]] = {}
     for t in done:
         if t.node in created:
-            out[t.id] = PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None)
+            out[t.id] = (PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None),)
             continue
-        if t.id in thrown_in or t.service is None or (t.action is A.INSTALL and (t.node, t.service) in had) \
-                or (t.action is A.START and (t.node, t.service) in meant_running - restarted):
+        if t.service is None or t.node in deleted or t.id in kept:
             continue
-        action = A.REMOVE if (t.node, t.service) in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action)
-        if action is None or (services is not None and not services[t.service].has_action(action)):
-            continue
-        out[t.id] = PlannedTask(task_id(t.node, action, t.service), t.node, action, t.service)
+        pair = (t.node, t.service)
+        if t.action is A.REMOVE:
+            actions: tuple[Action | None, ...] = (A.INSTALL, A.CONFIGURE) + (() if pair in started else (A.INITIALIZE,))
+        elif t.action is A.STOP and pair in removed:
+            actions = (A.INITIALIZE, A.START)
+        else:
+            actions = (A.REMOVE if pair in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action),)
+        chain = tuple(PlannedTask(task_id(t.node, a, t.service), t.node, a, t.service) for a in actions
+                      if a is not None and (services is None or services[t.service].has_action(a)))
+        if chain:
+            out[t.id] = chain
     return out
 
 
-def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan, inverse: Mapping[str, PlannedTask]) -> bool:
+def _kept(t: PlannedTask, pair: Pair, thrown_in: bool, restarted: bool, before: _Before) -> bool:
+    """A completed service task the rollback leaves as it is: what it did is the state of
+    before the job (or, an install over what the node had, is put right by its configure and
+    stop's inverses)."""
+    if t.action is A.START:
+        if before.stopped_then(pair):
+            return False  # meant to be stopped: stopped again, even thrown in
+        return thrown_in or (before.running(pair) and not restarted)
+    if t.action is A.STOP:
+        return before.stopped_then(pair)
+    return t.action is A.INSTALL and pair in before.had
+
+
+def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan,
+                  inverse: Mapping[str, tuple[PlannedTask, ...]]) -> bool:
     """The chain link `configure s -> stop s` on a node, with the configure put back: reversed,
     the old config would be written after the service started again on the new one."""
     if len(sources) != 1 or len(targets) != 1 or sources[0] not in inverse:
         return False
     src, dst = plan.by_id[sources[0]], plan.by_id[targets[0]]
-    return inverse[src.id].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
+    return inverse[src.id][0].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
 
 
-def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed: Collection[str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
-    """The nearest inverse tasks at or after `task`: its own, or, if it has none, those reached
-    through its completed successors."""
+def _front(task: str, plan: Plan, inverse: Mapping[str, tuple[PlannedTask, ...]], completed: Collection[str],
+           memo: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The nearest inverse tasks at or after `task`: its own (the last of them), or, if it has
+    none, those reached through its completed successors."""
     if task in inverse:
-        return frozenset({inverse[task].id})
+        return frozenset({inverse[task][-1].id})
     if task not in memo:
         memo[task] = frozenset()  # the plan is a DAG; this only guards the recursion
         found: set[str] = set()
@@ -101,9 +155,9 @@ def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed:
     return memo[task]
 
 
-def _split(before: list[str], after: list[str], inverse: Mapping[str, PlannedTask]) -> list[Link]:
+def _split(before: list[str], after: list[str], inverse: Mapping[str, tuple[PlannedTask, ...]]) -> list[Link]:
     """`before` x `after` without self pairs and without DELETE -> DELETE pairs."""
-    deletes = {t.id for t in inverse.values() if t.action is A.DELETE}
+    deletes = {t.id for chain in inverse.values() for t in chain if t.action is A.DELETE}
     b_del, b_other = [t for t in before if t in deletes], [t for t in before if t not in deletes]
     a_del, a_other = [t for t in after if t in deletes], [t for t in after if t not in deletes]
     out: list[Link] = []

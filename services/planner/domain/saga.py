@@ -436,11 +436,15 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
 # -- job control -----------------------------------------------------------------------------
 
 
-def retriable(job: Job, cluster: Cluster) -> None:
+def retriable(job: Job, cluster: Cluster, since: Sequence[Job] = ()) -> None:
     """A retry runs on the cluster as its job left it: refused once another job has been
     admitted on the cluster since (its plan was made on what that job changed, or it runs now),
-    or the cluster is gone."""
-    if cluster.job_id != str(job.id):
+    or the cluster is gone. `since`: the cluster's jobs after `job`, in order; checks that ended
+    only looked, and the cluster is as `job` left it (a user who checked what runs after a
+    rollback was refused the retry)."""
+    looked = bool(since) and str(since[-1].id) == cluster.job_id and all(
+        OPERATIONS[j.operation].observes and j.is_final for j in since)
+    if cluster.job_id != str(job.id) and not looked:
         # Names the last job and how to retry it: a walk of session 27 read only "is not cluster
         # 'c1''s last job" and had to find which one was.
         last = cluster.job_id
@@ -473,11 +477,13 @@ def control_refusal(job: Job, verb: str) -> str:
 
 
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
-            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL, catalog_seq: int | None = None) -> Effects:
+            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL, catalog_seq: int | None = None,
+            since: Sequence[Job] = ()) -> Effects:
     """Pause, resume, cancel or retry; refused when the job's state does not allow it. A retry
-    runs with the catalog at `catalog_seq` from then on (`services` are that catalog's)."""
+    runs with the catalog at `catalog_seq` from then on (`services` are that catalog's); `since`:
+    the cluster's jobs after it (`retriable`)."""
     if isinstance(cmd, RetryJob):
-        retriable(job, cluster)
+        retriable(job, cluster, since)
         changed = job.retry(by, cmd.request_id, catalog_seq)
     else:
         changed = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel}[type(cmd)](by, cmd.request_id)

@@ -17,6 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from nats.js.api import DeliverPolicy
 
 from contracts import subjects
+from contracts.commands import Accepted
+from contracts.events import JobSucceeded
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.streams import ensure_streams
@@ -95,6 +97,15 @@ class Stack:
     url: str = ""
     planner_nc: Any = None
     tenant: str = "default"
+
+
+async def succeeded(stack: Stack, command: Any, timeout: float = 60) -> Any:
+    """Send `command`, expect it accepted and its job to succeed; the reply (`Accepted`)."""
+    reply = await stack.client.request(command)
+    assert isinstance(reply, Accepted), reply
+    final = await stack.client.wait(reply.job_id, timeout=timeout)
+    assert isinstance(final, JobSucceeded), final
+    return reply
 
 
 @pytest_asyncio.fixture

@@ -13,21 +13,16 @@ import pytest
 
 from contracts import subjects
 from contracts.catalog import Catalog, Service
-from contracts.commands import Accepted, CheckCluster, CreateCluster
+from contracts.commands import CheckCluster, CreateCluster
 from contracts.events import JobSucceeded
 from muster.catalog.store import apply_catalog, read_catalog
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
 
+from .conftest import succeeded
+
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 Stack = Any
 SERVICE = "hdfs-datanode"
-
-
-async def _ok(stack: Stack, command: Any) -> Accepted:
-    reply = await stack.client.request(command)
-    assert isinstance(reply, Accepted), reply
-    assert isinstance(await stack.client.wait(reply.job_id, timeout=60), JobSucceeded)
-    return reply
 
 
 async def _view(stack: Stack, cid: str) -> dict[str, Any]:
@@ -41,7 +36,7 @@ async def test_a_stop_on_one_node_over_http_is_desired_there_only_and_drift_and_
     service = catalog.services[SERVICE].model_dump()
     service["provisioner"]["actions"]["status"] = {"type": "simulated", "fields": {}}
     await apply_catalog(stack.store, stack.tenant, Catalog.model_validate({"services": {SERVICE: Service.model_validate(service).model_dump()}}))
-    cid = (await _ok(stack, CreateCluster(name="pernode", template="hadoop-small", nodes=3))).cluster_id
+    cid = (await succeeded(stack, CreateCluster(name="pernode", template="hadoop-small", nodes=3))).cluster_id
     one, other = sorted(n.id for n in stack.planner.clusters[cid].nodes.values() if SERVICE in n.services)
 
     resp = await stack.http.post(f"/v1/clusters/{cid}/stop", json={"services": [SERVICE], "nodes": [one]})
@@ -64,7 +59,7 @@ async def test_a_stop_on_one_node_over_http_is_desired_there_only_and_drift_and_
     automator = stack.workers.executor.inner.automator("simulated")
     assert isinstance(automator, SimulatedAutomator)
     automator.states[(cid, other, SERVICE)] = "stopped"
-    await _ok(stack, CheckCluster(cluster_id=cid))
+    await succeeded(stack, CheckCluster(cluster_id=cid))
     assert [(d["node"], d["desired"], d["observed"], d["repair"]) for d in (await _view(stack, cid))["drift"]] == [
         (other, "running", "stopped", "start")]
     resp = await stack.http.post(f"/v1/clusters/{cid}/repair", json={})  # over HTTP, as the rest of this story

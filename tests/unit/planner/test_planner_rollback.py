@@ -86,12 +86,31 @@ def test_configure_restart_rollback_puts_the_old_config_back_before_the_service_
     assert [t.id for t in rollback_plan(plan, {"n1.bootstrap", "n1.configure.b"}).tasks] == ["n1.configure.b"]
 
 
-def test_stop_is_undone_by_start_and_remove_by_install() -> None:
+def test_stop_is_undone_by_start_and_remove_by_install_and_configure() -> None:
+    """A removed service was installed again and started: with no config (the remove had deleted
+    it, as the real catalog's redis does), its start failed and the rollback needed attention.
+    It comes back as add-services brings it: install, configure, initialize (after the start
+    of what it needs), start."""
     plan = build_plan(CAT, [node("n1", "b"), node("n2", "a")], "remove-services", services=["a", "b"])
     back = rollback_plan(plan, {t.id for t in plan.tasks})
-    assert {(t.action, t.service) for t in back.tasks} == {
-        (Action.INSTALL, "a"), (Action.INSTALL, "b"), (Action.START, "a"), (Action.START, "b")}
-    assert ("n1.install.b", "n2.install.a") in back.edges and ("n1.start.b", "n2.start.a") in back.edges
+    assert [t.id for t in back.tasks] == ["n1.install.b", "n1.configure.b", "n1.initialize.b", "n2.install.a", "n1.start.b",
+                                          "n2.configure.a", "n2.initialize.a", "n2.start.a"]
+    assert {("n1.configure.b", "n2.install.a"), ("n1.start.b", "n2.initialize.a"), ("n2.initialize.a", "n2.start.a"),
+            ("n1.initialize.b", "n1.start.b")} <= set(back.edges)
+    # meant to be stopped before the job: back, configured and initialized, not started
+    kept = rollback_plan(plan, {t.id for t in plan.tasks}, had={("n1", "b"), ("n2", "a")}, meant_stopped={("n2", "a")})
+    assert [t.id for t in kept.tasks if t.node == "n2"] == ["n2.install.a", "n2.configure.a", "n2.initialize.a"]
+
+
+def test_nothing_is_undone_on_a_node_the_job_deleted() -> None:
+    """A shrink stopped `a` on n2 and n3 and deleted n2; n3's delete failed. The rollback started
+    `a` on n2 too, a machine gone: that start could never succeed, and the rollback needed
+    attention for good."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a"), node("n3", "base", "a")]
+    plan = build_plan(CAT, nodes, "shrink", node_ids=["n2", "n3"])
+    back = rollback_plan(plan, {"n2.stop.a", "n2.delete", "n3.stop.a"}, CAT, had={(n.id, s) for n in nodes for s in n.services},
+                         meant_stopped=set())
+    assert [t.id for t in back.tasks] == ["n3.start.a"]
 
 
 def test_with_the_catalog_undefined_inverse_actions_are_left_out() -> None:
@@ -149,8 +168,78 @@ def test_a_start_of_a_service_meant_to_run_before_the_job_is_not_undone_by_stopp
     plan = build_plan(cat, [node("n1", "s"), node("n2", "s")], "start", services=["s"])
     done = {"n1.start.s", "n2.start.s"}
     assert [t.id for t in rollback_plan(plan, done, cat, had={("n1", "s"), ("n2", "s")},
-                                        meant_running={("n1", "s")}).tasks] == ["n2.stop.s"]
+                                        meant_stopped={("n2", "s")}).tasks] == ["n2.stop.s"]
     # stopped and started again by the job, on a new config: the rollback restarts it on the old one
     again = build_plan(cat, [node("n1", "s")], "configure-restart")
-    back = rollback_plan(again, set(again.index), cat, had={("n1", "s")}, meant_running={("n1", "s")})
+    back = rollback_plan(again, set(again.index), cat, had={("n1", "s")}, meant_stopped=set())
     assert [t.id for t in back.tasks] == ["n1.configure.s", "n1.stop.s", "n1.start.s"]
+
+
+def test_a_configure_restart_rollback_leaves_a_service_meant_to_be_stopped_stopped() -> None:
+    """A service the user stopped before a configure-restart: the job stopped it (a no-op) and
+    perhaps started it; the configure of another service failed. Its rollback started it (the
+    inverse of the stop) or restarted it (stop, start): a service meant to be stopped, running.
+    The rollback ends each service in its state of before the job: `s` stopped, `r` running."""
+    cat = catalog(svc("s", ["configure", "start", "stop"]), svc("r", ["configure", "start", "stop"]))
+    plan = build_plan(cat, [node("n1", "s", "r")], "configure-restart")
+    had = {("n1", "s"), ("n1", "r")}
+    stopped_only = {"n1.bootstrap", "n1.configure.s", "n1.stop.s", "n1.configure.r", "n1.stop.r"}
+    back = rollback_plan(plan, stopped_only, cat, had=had, meant_stopped={("n1", "s")})
+    assert [t.id for t in back.tasks] == ["n1.configure.r", "n1.configure.s", "n1.start.r"]
+    # stopped and started again by the job: stopped again, and only its config put back
+    both = stopped_only | {"n1.start.s"}
+    back = rollback_plan(plan, both, cat, had=had, meant_stopped={("n1", "s")})
+    assert {t.id for t in back.tasks} == {"n1.configure.r", "n1.configure.s", "n1.stop.s", "n1.start.r"}
+    assert ("n1.configure.r", "n1.start.r") in back.edges
+
+
+def test_a_thrown_in_start_of_a_service_meant_to_be_stopped_is_undone() -> None:
+    """A start of `a` on n2 throws in the start of `b` on n1, which `a` needs running: b was
+    meant to be stopped there, so the rollback stops it again, after `a` (its dependent)."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = build_plan(CAT, nodes, "start", services=["a"], node_ids=["n2"])
+    assert plan.thrown_in == {"n1.start.b"}
+    had = {(n.id, s) for n in nodes for s in n.services}
+    back = rollback_plan(plan, set(plan.index), CAT, had=had, meant_stopped={("n1", "b"), ("n2", "a")})
+    assert {t.id for t in back.tasks} == {"n2.stop.a", "n1.stop.b"} and set(back.edges) == {("n2.stop.a", "n1.stop.b")}
+    # b meant to run there: the thrown-in start is not undone, as ever
+    assert [t.id for t in rollback_plan(plan, set(plan.index), CAT, had=had, meant_stopped={("n2", "a")}).tasks] == ["n2.stop.a"]
+
+
+OPS: list[tuple[str, dict[str, list[str]]]] = [
+    ("configure-restart", {}), ("restart", {}), ("start", {}), ("stop", {}), ("upgrade", {"services": ["b"]}),
+    ("start", {"services": ["a"], "node_ids": ["n2"]}),  # b's start on n1 thrown in
+    ("remove-services", {"services": ["a"]}), ("shrink", {"node_ids": ["n3"]})]
+
+
+def _ran(plan: Plan, done: set[str], state: dict[tuple[str, str], str]) -> None:
+    """What a plan's `done` tasks leave of each service's state, in plan order (running,
+    stopped, absent; a machine deleted takes its node's services)."""
+    after = {Action.START: "running", Action.STOP: "stopped", Action.REMOVE: "absent"}
+    for t in plan.tasks:
+        if t.id not in done:
+            continue
+        if t.action is Action.DELETE:
+            for key in [k for k in state if k[0] == t.node]:
+                state[key] = "gone"
+        elif t.service and t.action in after:
+            state[(t.node, t.service)] = after[t.action]
+        elif t.service and t.action is Action.INSTALL and state.get((t.node, t.service), "absent") == "absent":
+            state[(t.node, t.service)] = "stopped"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(OPS), st.integers(0, 30), st.sets(st.sampled_from([("n1", "b"), ("n2", "a"), ("n3", "a")])))
+def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, dict[str, list[str]]], cut: int, stopped: set[tuple[str, str]]) -> None:
+    """Whatever completed of any operation, on any services the user had stopped: once the
+    rollback ran, each service the cluster had is running or stopped as before the job (but on
+    a machine the job deleted, which is gone)."""
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a"), node("n3", "base", "a")]
+    plan = build_plan(CAT, nodes, op[0], **op[1])
+    done = run_until(plan, cut)
+    before = {(n.id, s): "stopped" if (n.id, s) in stopped else "running" for n in nodes for s in n.services if s != "base"}
+    state = dict(before)
+    _ran(plan, done, state)
+    back = rollback_plan(plan, done, CAT, had={(n.id, s) for n in nodes for s in n.services}, meant_stopped=stopped)
+    _ran(back, set(back.index), state)
+    assert {k: v for k, v in state.items() if v != "gone"} == {k: v for k, v in before.items() if state[k] != "gone"}
