@@ -84,6 +84,20 @@ def principal_of(command: PoolCommand, sender: str) -> str:
     return sender if sender != subjects.ANONYMOUS else command.requested_by
 
 
+def ending(pool: Pool, change: Callable[[], T]) -> tuple[T, list[str]]:
+    """`change`'s result, and the waiting requests it ended (a host removed or dropped that
+    they could not do without), each as the answer names it."""
+    waiting = pool.requests.in_order()
+    result = change()
+    return result, [f"{r.request.request_id} (tenant {r.request.tenant}, {count_hosts(r.size)})" for r in waiting
+                    if pool.requests.finished.get(r.request.request_id) == "cancelled"]
+
+
+def ended_note(name: str, ended: list[str]) -> str:
+    return (f"; pool {name} can never serve {'this waiting request' if len(ended) == 1 else 'these waiting requests'} "
+            f"now, ended with the reason: {', '.join(ended)}") if ended else ""
+
+
 @dataclass
 class PoolService:
     nc: Client
@@ -247,15 +261,17 @@ class PoolService:
                 message += f"; ambiguous, lent to nobody until resolved: {', '.join(frozen)}"
             return PoolAnswer(message=message, changed=[h.id for h in c.hosts])
         if isinstance(c, RemoveHost):
-            await self.decide(name, lambda p: p.remove_host(c.host_id, by, c.reason), atomic=True)
-            return PoolAnswer(message=f"host {c.host_id} removed from pool {name}", changed=[c.host_id])
+            _, ended = await self.decide(name, lambda p: ending(p, lambda: p.remove_host(c.host_id, by, c.reason)), atomic=True)
+            return PoolAnswer(message=f"host {c.host_id} removed from pool {name}{ended_note(name, ended)}", changed=[c.host_id])
         if isinstance(c, ResetHost):
             await self.decide(name, lambda p: p.reset(c.host_id, by), atomic=True)
             return PoolAnswer(message=f"host {c.host_id} reset: back in pool {name}", changed=[c.host_id])
         if isinstance(c, ResolveHost):
-            unfrozen = await self.decide(name, lambda p: p.resolve(c.host_id, by, c.use_claim, c.drop), atomic=True)
+            unfrozen, ended = await self.decide(name, lambda p: ending(p, lambda: p.resolve(c.host_id, by, c.use_claim, c.drop)),
+                                                atomic=True)
             done = f"dropped {c.host_id}" if c.drop else f"kept registration {c.use_claim} of {c.host_id}"
-            return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}", changed=unfrozen)
+            return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}{ended_note(name, ended)}",
+                              changed=unfrozen)
         if isinstance(c, ConfigurePool):
             await self.decide(name, lambda p: p.configure(c.terms, by), create_by=by, atomic=True)
             return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")

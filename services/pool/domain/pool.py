@@ -138,6 +138,7 @@ class Pool(Aggregate):
         if host.holder is not None:
             raise PoolError(f"host {host_id} is {host.state} for {_holder(host)}; remove it once it is released")
         self._removed(HostRemoved(host_id=host_id, reason=reason, by=by))
+        self._end_unservable(by, f"host {host_id} was removed")
         self.serve()
 
     def reset(self, host_id: str, by: str) -> None:
@@ -178,8 +179,19 @@ class Pool(Aggregate):
             if not staying:
                 unfrozen = sorted([*unfrozen, host_id])
         self._resolved(AmbiguityResolved(host_id=host_id, use_claim=use_claim, dropped=drop, unfrozen=unfrozen, by=by))
+        self._end_unservable(by, f"host {host_id} was {'dropped' if drop else 'registered again'}")
         self.serve()
         return unfrozen
+
+    def _end_unservable(self, by: str, why: str) -> None:
+        """The pool lost hosts: a waiting request no host set of it could serve any more ends
+        now, with the reason a new one would be refused for. Left waiting, it waited for ever,
+        1st in line, keeping the free hosts it could use from everyone behind it."""
+        for r in self.requests.in_order():
+            never = self._never(r.request)
+            if never:
+                self._cancelled(RequestCancelled(request_id=r.request.request_id, by=by,
+                                                 reason=f"{never} ({why}): the pool can never serve it"))
 
     def _alone_with(self, other_id: str, host_id: str) -> bool:
         other = self.book.hosts[other_id]

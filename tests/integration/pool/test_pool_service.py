@@ -63,6 +63,21 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
     assert [p["pool"] for p in await pools.list_pools(env.nc)] == ["lab"]
 
 
+async def test_removing_a_host_a_waiting_request_cannot_do_without_ends_it_and_says_so(env: PoolEnv) -> None:
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(3)))
+    await pools.send(env.nc, "lab", RequestHosts(request=req("held", 1)))
+    waiting = await pools.send(env.nc, "lab", RequestHosts(request=req("big", 3)))
+    assert waiting.state == "waiting"
+    answer = await pools.send(env.nc, "lab", RemoveHost(host_id="h2", reason="retired", requested_by="alice"))
+    # (before session 33: "host h2 removed from pool lab", and big waited for ever, 1st in line)
+    assert answer.message == ("host h2 removed from pool lab; pool lab can never serve this waiting request now, ended "
+                              "with the reason: big (tenant acme, 3 hosts)")
+    [ended] = [r.event for r in await env.log("lab") if r.type == "RequestCancelled"]
+    assert ended.request_id == "big" and "pool lab has 2 hosts that fit 'any host'; the request needs 3" in ended.reason
+    view = (await pools.send(env.nc, "lab", ShowPool(hosts=False))).view
+    assert view is not None and view["queue"] == []
+
+
 async def test_a_request_is_granted_at_once_or_waits_in_line_and_is_granted_by_event(env: PoolEnv) -> None:
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
     watch = await env.watch(subjects.pool_events("lab"))

@@ -125,6 +125,32 @@ def test_remove_host_refuses_a_host_in_use_and_unknown_hosts() -> None:
     assert "h001" not in p.book and types(p)[-1] == "HostRemoved"
 
 
+def test_a_waiting_request_the_pool_can_no_longer_serve_ends_when_a_host_leaves() -> None:
+    """Removed (or dropped as ambiguous), the pool has too few hosts for a request in line:
+    it ends with the reason a new one would be refused for. Before, it waited for ever, 1st in
+    line, keeping from those behind the free hosts it could use."""
+    p = pool(3)
+    p.request(request("hold", 1))
+    assert p.request(request("big", 3, urgency=90)) == "waiting"
+    assert p.request(request("one", 1, urgency=10)) == "waiting"  # behind big, which keeps the two free hosts
+    p.remove_host("h002", by="admin", reason="retired")
+    assert types(p)[-3:] == ["HostRemoved", "RequestCancelled", "HostsGranted"]
+    ended = p.pending_events[-2].payload
+    assert ended.request_id == "big" and ended.by == "admin"
+    assert ended.reason == ("pool p has 2 hosts that fit 'any host'; the request needs 3 (host h002 was removed): "
+                            "the pool can never serve it")
+    assert p.requests.finished["big"] == "cancelled" and holders(p)["h001"] == "c-one/n0"  # the next one is served
+    assert replayed(p).state() == p.state()
+
+    q = pool(2)
+    q.request(request("hold", 1))
+    q.add_hosts([host("dup", address="h001.lab")], by="bob")  # h001 and dup: frozen, 3 hosts
+    assert q.request(request("two", 2)) == "waiting" and q.request(request("three", 3)) == "waiting"
+    q.resolve("dup", by="admin", drop=True)
+    assert q.position("two") == 1 and q.requests.finished["three"] == "cancelled"  # 2 hosts: two may still be served
+    assert "(host dup was dropped)" in q.pending_events[-1].payload.reason
+
+
 # -- requests, grants, the life of a host --------------------------------------------------------
 
 
