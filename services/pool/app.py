@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -70,6 +71,10 @@ from .domain.views import pools_there
 log = structlog.get_logger("muster.pool")
 T = TypeVar("T")
 MAX_CONFLICTS = 20
+
+
+COMMAND_OF = {verb: kind for kind, verb in VERB_OF.items()}
+"""The command a subject's verb names (`muster.pool.<principal>.<pool>.<verb>`)."""
 
 
 class NoSuchPool(PoolError):
@@ -239,6 +244,13 @@ class PoolService:
     async def handle_command(self, name: str, verb: str, data: bytes, sender: str = subjects.ANONYMOUS) -> PoolAnswer | Rejected:
         if (not_json := not_strict_json(data)) is not None:
             return Rejected(reason=f"the body {not_json}")
+        kind = COMMAND_OF.get(verb)
+        if kind is None:  # (pydantic said "Unable to extract tag using discriminator 'type'")
+            return Rejected(reason=f"no pool command {verb!r}: the verbs are {', '.join(sorted(COMMAND_OF))}")
+        with contextlib.suppress(ValueError):  # (not JSON: the contract's parse below says where)
+            body = json.loads(data)
+            if isinstance(body, dict) and "type" not in body:  # the subject's verb names the command
+                data = json.dumps({**body, "type": kind}).encode()
         try:
             subjects.token(name, "pool")
             command = POOL_COMMAND_ADAPTER.validate_json(data)

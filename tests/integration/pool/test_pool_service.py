@@ -56,7 +56,12 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
                                                                            "properties": {"memory": "lots"}}]}).encode())
     assert "memory 'lots' is not a size" in json.loads(raw.data)["reason"]
     raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "reset"), b"{not json")
-    assert json.loads(raw.data)["type"] == "Rejected"
+    assert json.loads(raw.data)["reason"].startswith("Invalid JSON")
+    # A verb no command has is named, with those there are (it was "Unable to extract tag using discriminator 'type'").
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "rest"), b"{}")
+    assert json.loads(raw.data)["reason"].startswith("no pool command 'rest': the verbs are add-hosts, cancel, ")
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "reset"), b'{"host_id": "h1"}')
+    assert json.loads(raw.data)["reason"] == "host h1 is unassigned; only a host in error can be reset"  # the verb named the command
     assert len(await env.log("lab")) == recorded  # nothing refused reached the log
     view = (await pools.send(env.nc, "lab", ShowPool())).view
     assert view is not None and view["states"] == {"unassigned": 3} and [h["id"] for h in view["hosts_detail"]] == ["h0", "h1", "h2"]
