@@ -91,16 +91,18 @@ def principal_of(command: PoolCommand, sender: str) -> str:
 
 def ending(pool: Pool, change: Callable[[], T]) -> tuple[T, list[str]]:
     """`change`'s result, and the waiting requests it ended (a host removed or dropped that
-    they could not do without), each as the answer names it."""
+    they could not do without, terms that refuse them), each as the answer names it."""
     waiting = pool.requests.in_order()
     result = change()
     return result, [f"{r.request.request_id} (tenant {r.request.tenant}, {count_hosts(r.size)})" for r in waiting
                     if pool.requests.finished.get(r.request.request_id) == "cancelled"]
 
 
-def ended_note(name: str, ended: list[str]) -> str:
-    return (f"; pool {name} can never serve {'this waiting request' if len(ended) == 1 else 'these waiting requests'} "
-            f"now, ended with the reason: {', '.join(ended)}") if ended else ""
+def ended_note(name: str, ended: list[str], by: str = "") -> str:
+    """What a command that ended waiting requests says of them (`by`: its terms, else its hosts)."""
+    these = "this waiting request" if len(ended) == 1 else "these waiting requests"
+    why = f"its terms refuse {these}" if by else f"pool {name} can never serve {these}"
+    return f"; {why} now, ended with the reason: {', '.join(ended)}" if ended else ""
 
 
 @dataclass
@@ -285,8 +287,8 @@ class PoolService:
             return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}{ended_note(name, ended)}",
                               changed=unfrozen)
         if isinstance(c, ConfigurePool):
-            await self.decide(name, lambda p: p.configure(c.terms, by), create_by=by, atomic=True)
-            return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")
+            _, ended = await self.decide(name, lambda p: ending(p, lambda: p.configure(c.terms, by)), create_by=by, atomic=True)
+            return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy}){ended_note(name, ended, 'its terms')}")
         if isinstance(c, CheckCallback):
             assert self.sender is not None
             problem, warning = await self.sender.check(c.callback, c.tenant)

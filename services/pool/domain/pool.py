@@ -93,7 +93,38 @@ class Pool(Aggregate):
         except ValueError as err:
             raise PoolError(str(err)) from None
         self._configured(PoolConfigured(terms=terms, by=by))
+        self._end_over_terms(by)
         self.serve()
+
+    def _end_over_terms(self, by: str) -> None:
+        """New terms: a waiting request they refuse (over the per-job limit, or over its
+        tenant's quotas, counting what the tenant holds and the requests ahead of it in line)
+        ends now, in the words a new one would be refused in. Left waiting, it was granted as
+        the old terms allowed: a quota lowered to 1 host, a request for 3 got 3."""
+        nodes: dict[str, int] = {}
+        clusters: dict[str, set[str]] = {}
+        for r in self.requests.in_order():
+            req, size = r.request, r.size
+            quota = self.terms.tenants.get(req.tenant)
+            held = nodes.setdefault(req.tenant, sum(self.book.held_by_tenant.get(req.tenant, {}).values()))
+            using = clusters.setdefault(req.tenant, set(self.book.held_by_tenant.get(req.tenant, {})))
+            why = ""
+            if self.terms.job_limit is not None and size > self.terms.job_limit:
+                why = f"the request needs {hosts(size)}; pool {self.name} lends at most {self.terms.job_limit} to one job"
+            elif quota is not None and quota.max_nodes is not None and held + size > quota.max_nodes:
+                why = (f"tenant {req.tenant} may hold {quota.max_nodes} hosts of pool {self.name}: it holds and waits "
+                       f"ahead of this request for {held}, so {size} more would exceed its quota")
+            elif quota is not None and quota.max_clusters is not None and req.cluster_id not in using \
+                    and len(using) + 1 > quota.max_clusters:
+                n = quota.max_clusters
+                why = (f"tenant {req.tenant} may use pool {self.name} for {n} cluster{'' if n == 1 else 's'} and "
+                       f"already uses it for {len(using)}")
+            if why:
+                self._cancelled(RequestCancelled(request_id=req.request_id, by=by,
+                                                 reason=f"{why} (the pool's terms changed while it waited)"))
+                continue
+            nodes[req.tenant] += size
+            using.add(req.cluster_id)
 
     def add_hosts(self, specs: list[HostSpec], by: str) -> list[str]:
         """Register static hosts; returns the ids frozen as ambiguous. Refused as a whole if a

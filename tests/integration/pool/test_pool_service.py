@@ -13,7 +13,16 @@ from aiohttp import web
 from pool_env import PoolEnv, hosts
 
 from contracts import subjects
-from contracts.pool_commands import AddHosts, CancelRequest, RemoveHost, ReportNodes, RequestHosts, ResetHost, ShowPool
+from contracts.pool_commands import (
+    AddHosts,
+    CancelRequest,
+    ConfigurePool,
+    RemoveHost,
+    ReportNodes,
+    RequestHosts,
+    ResetHost,
+    ShowPool,
+)
 from contracts.pools import (
     Callback,
     NodeNeed,
@@ -21,6 +30,7 @@ from contracts.pools import (
     PoolNodesReported,
     PoolRequest,
     PoolRequestCancelled,
+    PoolTerms,
     grants_in,
 )
 from muster.bus.connect import principal_of
@@ -81,6 +91,18 @@ async def test_removing_a_host_a_waiting_request_cannot_do_without_ends_it_and_s
     assert ended.request_id == "big" and "pool lab has 2 hosts that fit 'any host'; the request needs 3" in ended.reason
     view = (await pools.send(env.nc, "lab", ShowPool(hosts=False))).view
     assert view is not None and view["queue"] == []
+
+
+async def test_terms_that_refuse_a_waiting_request_end_it_and_say_so(env: PoolEnv) -> None:
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(3)))
+    await pools.send(env.nc, "lab", RequestHosts(request=req("held", 3, tenant="other")))
+    assert (await pools.send(env.nc, "lab", RequestHosts(request=req("big", 3)))).state == "waiting"
+    answer = await pools.send(env.nc, "lab", ConfigurePool(terms=PoolTerms(job_limit=2)))
+    # (before session 33: "pool lab configured (policy urgency-x-priority)", and big got 3 hosts once they were free)
+    assert answer.message == ("pool lab configured (policy urgency-x-priority); its terms refuse this waiting request now, "
+                              "ended with the reason: big (tenant acme, 3 hosts)")
+    [ended] = [r.event for r in await env.log("lab") if r.type == "RequestCancelled"]
+    assert ended.reason == "the request needs 3 hosts; pool lab lends at most 2 to one job (the pool's terms changed while it waited)"
 
 
 async def test_a_request_is_granted_at_once_or_waits_in_line_and_is_granted_by_event(env: PoolEnv) -> None:

@@ -151,6 +151,27 @@ def test_a_waiting_request_the_pool_can_no_longer_serve_ends_when_a_host_leaves(
     assert "(host dup was dropped)" in q.pending_events[-1].payload.reason
 
 
+def test_new_terms_end_the_waiting_requests_they_refuse_and_keep_those_ahead() -> None:
+    """A quota lowered, a per-job limit set: what waits beyond them ends in the words a new
+    request would be refused in. Before, it was granted as the old terms allowed (a tenant
+    limited to 1 host got 3)."""
+    p = pool(4)
+    p.request(request("hold", 4, tenant="other"))
+    for rid, n, urgency in (("first", 1, 90), ("second", 2, 50), ("big", 3, 10)):
+        assert p.request(request(rid, n, urgency=urgency)) == "waiting"
+    p.configure(PoolTerms(tenants={"t1": TenantTerms(max_nodes=2)}), by="admin")
+    assert [e.payload.request_id for e in p.pending_events if e.payload.type == "RequestCancelled"] == ["second", "big"]
+    said = p.pending_events[-1].payload.reason
+    assert said == ("tenant t1 may hold 2 hosts of pool p: it holds and waits ahead of this request for 1, so 3 more "
+                    "would exceed its quota (the pool's terms changed while it waited)")
+    assert p.position("first") == 1
+    p.configure(PoolTerms(job_limit=2, tenants={"t1": TenantTerms(max_nodes=2)}), by="admin")  # nothing more to end
+    assert p.request(request("two", 1)) == "waiting"
+    report(p, "released", "c-hold", "n0", "n1", "n2", "n3", tenant="other")
+    assert sum(p.book.held_by_tenant["t1"].values()) == 2  # within the quota
+    assert replayed(p).state() == p.state()
+
+
 # -- requests, grants, the life of a host --------------------------------------------------------
 
 
