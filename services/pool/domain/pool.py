@@ -306,8 +306,8 @@ class Pool(Aggregate):
         for text, need in sorted(counts.items()):
             have = sum(c for s, c in every.items() if parse_requirement(text).fits(s))
             if have < need:
-                return f"pool {self.name} has {have} hosts that fit {text or 'any host'!r}; the request needs {need}"
-        return f"pool {self.name} has {len(self.book.hosts)} hosts; they cannot serve all {len(req.nodes)} nodes at once"
+                return f"pool {self.name} has {hosts(have)} that {'fits' if have == 1 else 'fit'} {text or 'any host'!r}; the request needs {need}"
+        return f"pool {self.name} has {hosts(len(self.book.hosts))}; they cannot serve all {len(req.nodes)} nodes at once"
 
     def cancel(self, request_id: str, by: str, reason: str = "") -> bool:
         r = self.requests.open.get(request_id)

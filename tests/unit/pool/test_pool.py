@@ -266,6 +266,10 @@ def test_requests_get_only_hosts_whose_properties_fit_their_nodes() -> None:
     assert holders(p) == {"h000": "c-r1/n0", "h002": "c-r1/n1"}
 
 
+def test_one_host_is_said_as_one() -> None:
+    assert pool(1).refusal(request("r", 2)) == "pool p has 1 host that fits 'any host'; the request needs 2"  # ("1 hosts that fit")
+
+
 @pytest.mark.parametrize("req,terms,reason", [
     (request("r", 1, requires="cpu >> 2"), PoolTerms(), "node n0 (hardware type hw): clause 1 'cpu >> 2'"),
     (request("r", 5), PoolTerms(job_limit=4), "the request needs 5 hosts; pool p lends at most 4 to one job"),
