@@ -46,8 +46,17 @@ def words(name: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(name)]
 
 
+ABOUT_WORDS = frozenset({"url", "uri", "endpoint", "version", "type", "method", "mode"})
+"""A name ending in one of these says where or what kind a secret is, not the secret itself
+(`auth_url`, `ex_force_auth_version`, `token_type`): libcloud's OpenStack driver arguments are
+named so, and a catalog carrying them was refused, or shown masked."""
+
+
 def secret_name(name: str) -> bool:
-    ws = set(words(name))
+    found = words(name)
+    if found and found[-1] in ABOUT_WORDS:
+        return False
+    ws = set(found)
     if ws & SECRET_WORDS:
         return True
     if ws & KEY_WORDS:

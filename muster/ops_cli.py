@@ -8,6 +8,7 @@ is named by its id or its name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -70,12 +71,16 @@ def cluster() -> None:
     """Create, change and delete clusters; list and show them (from the log)."""
 
 
+MAX_WAIT_S = 30 * 86400
+"""`PoolWait.wait_s`'s bound, said by the option (it was "invalid request: wait_s: inf is over the limit")."""
+
+
 def pool_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """How a create or expand on a pool provider waits for its hosts (docs/pools.md)."""
     f = click.option("--callback", default=None, metavar="URL|SUBJECT",
                      help="pool: told when the hosts are granted and when the job ends (an http(s) URL, or muster.cb.<tenant>.…)")(f)
-    f = click.option("--wait-for-hosts", type=click.FloatRange(min=0.001), default=None, metavar="SECONDS",
-                     help="pool: fail the job if its hosts are not granted within this time")(f)
+    f = click.option("--wait-for-hosts", type=click.FloatRange(min=0.001, max=MAX_WAIT_S), default=None, metavar="SECONDS",
+                     help="pool: fail the job if its hosts are not granted within this time (at most 30 days)")(f)
     f = click.option("--urgency", type=click.IntRange(0, 1000), default=50, show_default=True,
                      help="pool: how urgent (the pool serves urgency x tenant priority first)")(f)
     return f
@@ -88,6 +93,8 @@ relayout_option = click.option(
 
 
 def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> PoolWait:
+    if wait_s is not None and math.isnan(wait_s):  # (a range passes NaN: no comparison holds; it was "nan is over the limit")
+        raise CliError("--wait-for-hosts: 'nan' is not a number of seconds")
     target = None
     if callback:
         try:

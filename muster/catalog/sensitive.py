@@ -4,6 +4,7 @@ contracts.secrets), and masking for answers (docs/secrets.md)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from contracts.catalog import Catalog
@@ -39,15 +40,28 @@ def is_sensitive(plugin: PluginSpec | None, name: str, value: Any) -> bool:
 
 def sensitive_paths(plugin: PluginSpec | None, name: str, value: Any) -> list[str]:
     """Where a provider field carries a secret in clear, as paths starting at the field's name:
-    the whole field if its plugin declares it sensitive; inside it, any private key; and, for a
-    field no plugin declares, any value under a secret's name at any depth (contracts.secrets).
-    A `secret://<name>` reference is never a secret."""
+    the whole field if its plugin declares it sensitive; inside a declared one (a JSON object,
+    or a string holding one: libcloud's `driver_args`), any private key and any value under a
+    secret's name; and, for a field no plugin declares, any value under a secret's name at any
+    depth (contracts.secrets). A `secret://<name>` reference is never a secret. (Inside a
+    declared field only private keys counted until session 33: `driver_args: {"key": ...,
+    "secret": ...}` reached the log in clear, and the driver took them as its credentials.)"""
     if is_reference(value):
         return []
     declared = plugin.fields.get(name) if plugin else None
     if declared is not None:
-        return [name] if declared.sensitive else private_keys(value, name)
+        return [name] if declared.sensitive else secrets_in_clear(_object_in(value), name)
     return secrets_in_clear(value, name, under_secret=secret_name(name))
+
+
+def _object_in(value: Any) -> Any:
+    """A JSON object given as a string (a plugin's `json` field may be either), else `value`."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def holds_private_key(value: Any) -> bool:

@@ -121,7 +121,8 @@ class JobView:
 
     def shown(self) -> str:
         """The job's state as the view shows it."""
-        waiting = self.resources is not None and not self.resources["granted"] and self.state == "running"
+        waiting = (self.resources is not None and not self.resources["granted"] and not self.resources.get("ended")
+                   and self.state == "running")
         approving = self.approval is not None and self.approval["decision"] is None and not self.is_final
         return ("paused" if self.paused and not self.is_final else "waiting_for_approval" if approving else
                 "waiting_for_resources" if waiting else self.state)
@@ -211,6 +212,8 @@ class JobView:
             return
         self.state, self.error, self.cancelled = "running", "", False
         self.task_state = {}
+        if self.resources is not None:  # (as the planner's Job: the last run's pool request ended with it)
+            self.resources = {**self.resources, "ended": True}
 
     def _layout_retried(self, e: Any) -> None:
         self.state, self.error = "running", ""

@@ -186,6 +186,9 @@ class PoolBroker:
             await self._write(job, name, rid, PoolRequestClosed(request_id=rid, by=job.requested_by,
                                                                 outcome=f"job {job.state}: {job.error}".rstrip(": ")))
             done.add((rid, "closed"))
+        if job.is_final and not dynamic:
+            for fact in self._left_behind(job, cluster, name, rid, done):
+                await self._write(job, name, rid, fact)
         if not dynamic:
             await self._ask(job, cluster, name)
 
@@ -207,7 +210,9 @@ class PoolBroker:
             nodes=[NodeNeed(node_id=n, hardwaretype=cluster.nodes[n].hardwaretype,
                             requires=_requires(catalog, cluster.nodes[n].hardwaretype, cluster.provider)) for n in needs],
             urgency=wait.urgency if wait is not None else 50,
-            deadline=job.created_on + timedelta(seconds=wait.wait_s) if wait is not None and wait.wait_s else None,
+            # From this run's start: a retry's request counted from the job's creation was past
+            # its deadline before it was asked.
+            deadline=(job.run_started or job.created_on) + timedelta(seconds=wait.wait_s) if wait is not None and wait.wait_s else None,
             callback=wait.callback if wait is not None else None, by=job.requested_by,
         )
         subject = subjects.pool_request_events(job.tenant, name, rid)
@@ -255,6 +260,24 @@ class PoolBroker:
         # Released last: a host that failed for good goes to error before it is given back.
         return [report(s) for s in ("confirmed", "releasing") if s in found] + failed + \
             [report(s) for s in ("released",) if s in found]
+
+    def _left_behind(self, job: Job, cluster: Cluster, name: str, rid: str, done: set[tuple[str, str]]) -> list[PoolNodesReported]:
+        """The job ended and the pool still lends hosts to nodes the cluster no longer has: a
+        create that failed for good with nothing made (no delete ran to report the release), a
+        rollback that took the node out. Those hosts go back (`released`); before, they stayed
+        `assigning` for a cluster that had no such node, lent to nobody else for ever, and
+        neither `pool reset` nor `remove-host` could take them (both refuse a held host)."""
+        pool = self.mirror.pools.get(name)
+        if pool is None:
+            return []
+        gone = sorted(node for cid, node in pool.book.holders if cid == job.cluster_id and node not in cluster.nodes
+                      and (f"{rid}:{node}", "released") not in done)
+        if not gone:
+            return []
+        done.update((f"{rid}:{node}", "released") for node in gone)
+        return [PoolNodesReported(request_id=rid, cluster_id=job.cluster_id, status="released", node_ids=gone,
+                                  reason=f"job {job.id} ended ({job.state}) and cluster {job.cluster_id} has no such node",
+                                  by=job.requested_by)]
 
     @staticmethod
     def _made(job: Job, cluster: Cluster, nodes: list[str]) -> list[PoolDynamicHostCreated]:
@@ -317,8 +340,8 @@ class PoolBroker:
         """A decision on the request of `job` (loaded, on a cluster this planner acts for), taken
         into the aggregates; the planner records it (`PoolReaction`). None: nothing to record."""
         rid = decision.request_id  # type: ignore[attr-defined]
-        if job.resources is None or job.resources["request_id"] != rid:
-            return None  # an older request of the job
+        if job.resources is None or job.resources["request_id"] != rid or job.resources.get("ended"):
+            return None  # an older request of the job (one a retry left behind)
         if not isinstance(decision, HostsGranted):
             if job.waiting_for_resources and job.state == "running":
                 reason = getattr(decision, "reason", "") or "the request was cancelled"
@@ -358,11 +381,15 @@ class PoolBroker:
 
     @staticmethod
     def _give_up(job: Job, cluster: Cluster, reason: str) -> None:
-        """The pool will not serve the job: it fails with the pool's reason; an expand's
-        cluster goes back to the nodes it had (nothing ran)."""
+        """The pool will not serve the job: it fails with the pool's reason. Nothing ran: a new
+        cluster is marked deleted, so its name is free for the create asked again (as a rejected
+        approval's, docs/governance.md; until session 33 it stayed `failed`, holding its name,
+        and `muster job retry` hung: docs/pools.md, "Giving up"); an expand's cluster goes back
+        to the nodes it had."""
         job.fail(reason)
-        if job.operation == "create":
-            cluster.set_status("failed", str(job.id), reason)
+        if job.operation == "create":  # nothing ran (every create waited for its host): the name is free again
+            cluster.change_layout(str(job.id), [])
+            cluster.set_status("deleted", str(job.id), reason)
         else:
             cluster.change_layout(str(job.id), job.previous_nodes)
             cluster.set_status(cluster.status, str(job.id), reason)

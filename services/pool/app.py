@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,6 +73,10 @@ T = TypeVar("T")
 MAX_CONFLICTS = 20
 
 
+COMMAND_OF = {verb: kind for kind, verb in VERB_OF.items()}
+"""The command a subject's verb names (`muster.pool.<principal>.<pool>.<verb>`)."""
+
+
 class NoSuchPool(PoolError):
     """A command to a pool nobody made: answered `not_found`, so the CLI says it as a missing
     name, not as a refusal."""
@@ -82,6 +87,22 @@ def principal_of(command: PoolCommand, sender: str) -> str:
     that principal may use when the bus authorizes, docs/security.md); on an open bus, where
     every sender is anonymous, what the command names."""
     return sender if sender != subjects.ANONYMOUS else command.requested_by
+
+
+def ending(pool: Pool, change: Callable[[], T]) -> tuple[T, list[str]]:
+    """`change`'s result, and the waiting requests it ended (a host removed or dropped that
+    they could not do without, terms that refuse them), each as the answer names it."""
+    waiting = pool.requests.in_order()
+    result = change()
+    return result, [f"{r.request.request_id} (tenant {r.request.tenant}, {count_hosts(r.size)})" for r in waiting
+                    if pool.requests.finished.get(r.request.request_id) == "cancelled"]
+
+
+def ended_note(name: str, ended: list[str], by: str = "") -> str:
+    """What a command that ended waiting requests says of them (`by`: its terms, else its hosts)."""
+    these = "this waiting request" if len(ended) == 1 else "these waiting requests"
+    why = f"its terms refuse {these}" if by else f"pool {name} can never serve {these}"
+    return f"; {why} now, ended with the reason: {', '.join(ended)}" if ended else ""
 
 
 @dataclass
@@ -225,6 +246,13 @@ class PoolService:
     async def handle_command(self, name: str, verb: str, data: bytes, sender: str = subjects.ANONYMOUS) -> PoolAnswer | Rejected:
         if (not_json := not_strict_json(data)) is not None:
             return Rejected(reason=f"the body {not_json}")
+        kind = COMMAND_OF.get(verb)
+        if kind is None:  # (pydantic said "Unable to extract tag using discriminator 'type'")
+            return Rejected(reason=f"no pool command {verb!r}: the verbs are {', '.join(sorted(COMMAND_OF))}")
+        with contextlib.suppress(ValueError):  # (not JSON: the contract's parse below says where)
+            body = json.loads(data)
+            if isinstance(body, dict) and "type" not in body:  # the subject's verb names the command
+                data = json.dumps({**body, "type": kind}).encode()
         try:
             subjects.token(name, "pool")
             command = POOL_COMMAND_ADAPTER.validate_json(data)
@@ -247,18 +275,20 @@ class PoolService:
                 message += f"; ambiguous, lent to nobody until resolved: {', '.join(frozen)}"
             return PoolAnswer(message=message, changed=[h.id for h in c.hosts])
         if isinstance(c, RemoveHost):
-            await self.decide(name, lambda p: p.remove_host(c.host_id, by, c.reason), atomic=True)
-            return PoolAnswer(message=f"host {c.host_id} removed from pool {name}", changed=[c.host_id])
+            _, ended = await self.decide(name, lambda p: ending(p, lambda: p.remove_host(c.host_id, by, c.reason)), atomic=True)
+            return PoolAnswer(message=f"host {c.host_id} removed from pool {name}{ended_note(name, ended)}", changed=[c.host_id])
         if isinstance(c, ResetHost):
             await self.decide(name, lambda p: p.reset(c.host_id, by), atomic=True)
             return PoolAnswer(message=f"host {c.host_id} reset: back in pool {name}", changed=[c.host_id])
         if isinstance(c, ResolveHost):
-            unfrozen = await self.decide(name, lambda p: p.resolve(c.host_id, by, c.use_claim, c.drop), atomic=True)
+            unfrozen, ended = await self.decide(name, lambda p: ending(p, lambda: p.resolve(c.host_id, by, c.use_claim, c.drop)),
+                                                atomic=True)
             done = f"dropped {c.host_id}" if c.drop else f"kept registration {c.use_claim} of {c.host_id}"
-            return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}", changed=unfrozen)
+            return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}{ended_note(name, ended)}",
+                              changed=unfrozen)
         if isinstance(c, ConfigurePool):
-            await self.decide(name, lambda p: p.configure(c.terms, by), create_by=by, atomic=True)
-            return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")
+            _, ended = await self.decide(name, lambda p: ending(p, lambda: p.configure(c.terms, by)), create_by=by, atomic=True)
+            return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy}){ended_note(name, ended, 'its terms')}")
         if isinstance(c, CheckCallback):
             assert self.sender is not None
             problem, warning = await self.sender.check(c.callback, c.tenant)

@@ -7,6 +7,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from contracts import subjects
 from contracts.errors import problem_text
 from contracts.pool_commands import (
     MAX_HOSTS_PER_COMMAND,
@@ -219,11 +220,17 @@ async def remove_host(name: str, host_id: str, reason: str, bus: Bus, as_json: b
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, int]:
+    """TENANT=N pairs, each refused naming what is wrong with it (`--max-nodes 'acme=-1'` was
+    told only "use TENANT=NUMBER", and `--priority =3` "tenants..[key]: '' is not allowed here")."""
     found = {}
     for v in values:
         key, sep, number = v.partition("=")
-        if not sep or not number.isdigit():
+        if not sep:
             raise CliError(f"{what} {v!r}: use TENANT=NUMBER")
+        if not subjects.TOKEN.fullmatch(key):
+            raise CliError(f"{what} {v!r}: {key!r} is not a tenant's name (1-128 letters, digits, '-' or '_'): use TENANT=NUMBER")
+        if not number.isdigit():
+            raise CliError(f"{what} {v!r}: {number!r} is not a whole number, 0 or more: use TENANT=NUMBER")
         found[key] = int(number)
     return found
 

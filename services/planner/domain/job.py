@@ -600,6 +600,8 @@ class Job(Aggregate):
             return
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
+        if self.resources is not None:  # the last run's pool request ended with it: the run asks again
+            self.resources = {**self.resources, "ended": True}
         self._rollback_parts = None
         self._plans.pop("rollback", None)
         self.cancel_requested = False
@@ -691,7 +693,8 @@ class Job(Aggregate):
 
     def request_resources(self, pool: str, request_id: str, hosts: int) -> bool:
         """Record that the job asked a pool for hosts (again, after a retry: a new request)."""
-        if self.is_final or (self.resources is not None and (not self.resources["granted"] or self.resources["request_id"] == request_id)):
+        last = self.resources
+        if self.is_final or (last is not None and (last["request_id"] == request_id or not (last["granted"] or last.get("ended")))):
             return False
         self._resources_requested(JobResourcesRequested(job_id=str(self.id), pool=pool, request_id=request_id, hosts=hosts))
         return True
@@ -703,7 +706,7 @@ class Job(Aggregate):
 
     def take_resources(self, assignments: dict[str, str]) -> bool:
         """The pool's grant: False if there was nothing to wait for (or it came before)."""
-        if self.resources is None or self.resources["granted"] or self.is_final:
+        if self.resources is None or self.resources["granted"] or self.resources.get("ended") or self.is_final:
             return False
         self._resources_granted(JobResourcesGranted(job_id=str(self.id), pool=self.resources["pool"],
                                                     request_id=self.resources["request_id"], assignments=assignments))
@@ -711,7 +714,8 @@ class Job(Aggregate):
 
     @property
     def waiting_for_resources(self) -> bool:
-        return self.resources is not None and not self.resources["granted"] and not self.is_final
+        return (self.resources is not None and not self.resources["granted"] and not self.resources.get("ended")
+                and not self.is_final)
 
     # -- governance (docs/governance.md) ---------------------------------------------------
 

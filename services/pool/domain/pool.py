@@ -93,7 +93,38 @@ class Pool(Aggregate):
         except ValueError as err:
             raise PoolError(str(err)) from None
         self._configured(PoolConfigured(terms=terms, by=by))
+        self._end_over_terms(by)
         self.serve()
+
+    def _end_over_terms(self, by: str) -> None:
+        """New terms: a waiting request they refuse (over the per-job limit, or over its
+        tenant's quotas, counting what the tenant holds and the requests ahead of it in line)
+        ends now, in the words a new one would be refused in. Left waiting, it was granted as
+        the old terms allowed: a quota lowered to 1 host, a request for 3 got 3."""
+        nodes: dict[str, int] = {}
+        clusters: dict[str, set[str]] = {}
+        for r in self.requests.in_order():
+            req, size = r.request, r.size
+            quota = self.terms.tenants.get(req.tenant)
+            held = nodes.setdefault(req.tenant, sum(self.book.held_by_tenant.get(req.tenant, {}).values()))
+            using = clusters.setdefault(req.tenant, set(self.book.held_by_tenant.get(req.tenant, {})))
+            why = ""
+            if self.terms.job_limit is not None and size > self.terms.job_limit:
+                why = f"the request needs {hosts(size)}; pool {self.name} lends at most {self.terms.job_limit} to one job"
+            elif quota is not None and quota.max_nodes is not None and held + size > quota.max_nodes:
+                why = (f"tenant {req.tenant} may hold {quota.max_nodes} hosts of pool {self.name}: it holds and waits "
+                       f"ahead of this request for {held}, so {size} more would exceed its quota")
+            elif quota is not None and quota.max_clusters is not None and req.cluster_id not in using \
+                    and len(using) + 1 > quota.max_clusters:
+                n = quota.max_clusters
+                why = (f"tenant {req.tenant} may use pool {self.name} for {n} cluster{'' if n == 1 else 's'} and "
+                       f"already uses it for {len(using)}")
+            if why:
+                self._cancelled(RequestCancelled(request_id=req.request_id, by=by,
+                                                 reason=f"{why} (the pool's terms changed while it waited)"))
+                continue
+            nodes[req.tenant] += size
+            using.add(req.cluster_id)
 
     def add_hosts(self, specs: list[HostSpec], by: str) -> list[str]:
         """Register static hosts; returns the ids frozen as ambiguous. Refused as a whole if a
@@ -138,6 +169,7 @@ class Pool(Aggregate):
         if host.holder is not None:
             raise PoolError(f"host {host_id} is {host.state} for {_holder(host)}; remove it once it is released")
         self._removed(HostRemoved(host_id=host_id, reason=reason, by=by))
+        self._end_unservable(by, f"host {host_id} was removed")
         self.serve()
 
     def reset(self, host_id: str, by: str) -> None:
@@ -178,8 +210,19 @@ class Pool(Aggregate):
             if not staying:
                 unfrozen = sorted([*unfrozen, host_id])
         self._resolved(AmbiguityResolved(host_id=host_id, use_claim=use_claim, dropped=drop, unfrozen=unfrozen, by=by))
+        self._end_unservable(by, f"host {host_id} was {'dropped' if drop else 'registered again'}")
         self.serve()
         return unfrozen
+
+    def _end_unservable(self, by: str, why: str) -> None:
+        """The pool lost hosts: a waiting request no host set of it could serve any more ends
+        now, with the reason a new one would be refused for. Left waiting, it waited for ever,
+        1st in line, keeping the free hosts it could use from everyone behind it."""
+        for r in self.requests.in_order():
+            never = self._never(r.request)
+            if never:
+                self._cancelled(RequestCancelled(request_id=r.request.request_id, by=by,
+                                                 reason=f"{never} ({why}): the pool can never serve it"))
 
     def _alone_with(self, other_id: str, host_id: str) -> bool:
         other = self.book.hosts[other_id]
@@ -263,8 +306,8 @@ class Pool(Aggregate):
         for text, need in sorted(counts.items()):
             have = sum(c for s, c in every.items() if parse_requirement(text).fits(s))
             if have < need:
-                return f"pool {self.name} has {have} hosts that fit {text or 'any host'!r}; the request needs {need}"
-        return f"pool {self.name} has {len(self.book.hosts)} hosts; they cannot serve all {len(req.nodes)} nodes at once"
+                return f"pool {self.name} has {hosts(have)} that {'fits' if have == 1 else 'fit'} {text or 'any host'!r}; the request needs {need}"
+        return f"pool {self.name} has {hosts(len(self.book.hosts))}; they cannot serve all {len(req.nodes)} nodes at once"
 
     def cancel(self, request_id: str, by: str, reason: str = "") -> bool:
         r = self.requests.open.get(request_id)

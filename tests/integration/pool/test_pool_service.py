@@ -13,7 +13,16 @@ from aiohttp import web
 from pool_env import PoolEnv, hosts
 
 from contracts import subjects
-from contracts.pool_commands import AddHosts, CancelRequest, RemoveHost, ReportNodes, RequestHosts, ResetHost, ShowPool
+from contracts.pool_commands import (
+    AddHosts,
+    CancelRequest,
+    ConfigurePool,
+    RemoveHost,
+    ReportNodes,
+    RequestHosts,
+    ResetHost,
+    ShowPool,
+)
 from contracts.pools import (
     Callback,
     NodeNeed,
@@ -21,6 +30,7 @@ from contracts.pools import (
     PoolNodesReported,
     PoolRequest,
     PoolRequestCancelled,
+    PoolTerms,
     grants_in,
 )
 from muster.bus.connect import principal_of
@@ -56,11 +66,43 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
                                                                            "properties": {"memory": "lots"}}]}).encode())
     assert "memory 'lots' is not a size" in json.loads(raw.data)["reason"]
     raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "reset"), b"{not json")
-    assert json.loads(raw.data)["type"] == "Rejected"
+    assert json.loads(raw.data)["reason"].startswith("Invalid JSON")
+    # A verb no command has is named, with those there are (it was "Unable to extract tag using discriminator 'type'").
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "rest"), b"{}")
+    assert json.loads(raw.data)["reason"].startswith("no pool command 'rest': the verbs are add-hosts, cancel, ")
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "reset"), b'{"host_id": "h1"}')
+    assert json.loads(raw.data)["reason"] == "host h1 is unassigned; only a host in error can be reset"  # the verb named the command
     assert len(await env.log("lab")) == recorded  # nothing refused reached the log
     view = (await pools.send(env.nc, "lab", ShowPool())).view
     assert view is not None and view["states"] == {"unassigned": 3} and [h["id"] for h in view["hosts_detail"]] == ["h0", "h1", "h2"]
     assert [p["pool"] for p in await pools.list_pools(env.nc)] == ["lab"]
+
+
+async def test_removing_a_host_a_waiting_request_cannot_do_without_ends_it_and_says_so(env: PoolEnv) -> None:
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(3)))
+    await pools.send(env.nc, "lab", RequestHosts(request=req("held", 1)))
+    waiting = await pools.send(env.nc, "lab", RequestHosts(request=req("big", 3)))
+    assert waiting.state == "waiting"
+    answer = await pools.send(env.nc, "lab", RemoveHost(host_id="h2", reason="retired", requested_by="alice"))
+    # (before session 33: "host h2 removed from pool lab", and big waited for ever, 1st in line)
+    assert answer.message == ("host h2 removed from pool lab; pool lab can never serve this waiting request now, ended "
+                              "with the reason: big (tenant acme, 3 hosts)")
+    [ended] = [r.event for r in await env.log("lab") if r.type == "RequestCancelled"]
+    assert ended.request_id == "big" and "pool lab has 2 hosts that fit 'any host'; the request needs 3" in ended.reason
+    view = (await pools.send(env.nc, "lab", ShowPool(hosts=False))).view
+    assert view is not None and view["queue"] == []
+
+
+async def test_terms_that_refuse_a_waiting_request_end_it_and_say_so(env: PoolEnv) -> None:
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(3)))
+    await pools.send(env.nc, "lab", RequestHosts(request=req("held", 3, tenant="other")))
+    assert (await pools.send(env.nc, "lab", RequestHosts(request=req("big", 3)))).state == "waiting"
+    answer = await pools.send(env.nc, "lab", ConfigurePool(terms=PoolTerms(job_limit=2)))
+    # (before session 33: "pool lab configured (policy urgency-x-priority)", and big got 3 hosts once they were free)
+    assert answer.message == ("pool lab configured (policy urgency-x-priority); its terms refuse this waiting request now, "
+                              "ended with the reason: big (tenant acme, 3 hosts)")
+    [ended] = [r.event for r in await env.log("lab") if r.type == "RequestCancelled"]
+    assert ended.reason == "the request needs 3 hosts; pool lab lends at most 2 to one job (the pool's terms changed while it waited)"
 
 
 async def test_a_request_is_granted_at_once_or_waits_in_line_and_is_granted_by_event(env: PoolEnv) -> None:

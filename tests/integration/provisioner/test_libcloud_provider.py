@@ -297,6 +297,10 @@ async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry, 
     confirmed = await cloud_registry.execute(confirm)
     assert confirmed.ok, confirmed.error
     assert confirmed.result["cloud_state"] == "running" and confirmed.ipaddresses["access_v4"]
+    typo = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.mcro", image=UBUNTU_AMI, node="n2"))
+    # Its family first, and how many are not shown (it listed a1.2xlarge to c5.24xlarge, as if they were all).
+    assert not typo.ok and typo.permanent and "the cloud has no size 't2.mcro' (hardware type 'small'; sizes: t2." in typo.error
+    assert "t2.micro" in typo.error and typo.error.endswith(" more)")
     missing = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image="ami-00000000", node="n2"))
     assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error and missing.permanent
     # A parameter the cloud itself refuses as invalid (HTTP 400) is permanent too.

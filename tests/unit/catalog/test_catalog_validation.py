@@ -218,6 +218,26 @@ def test_credential_looking_fields_of_unknown_provider_types_are_refused() -> No
     assert any("names provider plugin 'rackspace', which no provisioner offers" in p.message for p in found)
 
 
+def test_credentials_inside_a_libcloud_providers_driver_arguments_are_refused() -> None:
+    """`driver_args` is declared, not sensitive; the driver takes a `key` or `secret` named
+    there as its credentials. Until session 33 only a private key inside it was refused, and
+    `{"key": ..., "secret": ...}` reached the log in clear."""
+    def provider(driver_args: Any) -> Catalog:
+        return demo(providers={"aws": {"providertype": "libcloud", "provisioner": {"driver": "ec2", "driver_args": driver_args}}})
+
+    found = errors(provider({"host": "127.0.0.1", "key": "AKIAEXAMPLEKEY", "secret": "wJalrXUtnFEMI/K7MDENG"}), plugin_specs())
+    assert {(p.field, "looks like a credential" in p.message) for p in found} == {
+        ("provisioner.driver_args.key", True), ("provisioner.driver_args.secret", True)}
+    assert "AKIAEXAMPLEKEY" not in str([str(p) for p in found])
+    as_text = only_error(provider('{"ex_force_auth_token": "gAAAAABexample"}'), plugin_specs())  # (a JSON field given as a string)
+    assert as_text.field == "provisioner.driver_args.ex_force_auth_token"
+    # What docs/plugins.md's OpenStack entry names there is not a secret (an auth URL, its version), nor a reference.
+    openstack = {"ex_force_auth_url": "https://keystone.example:5000", "ex_force_auth_version": "3.x_password",
+                 "ex_tenant_name": "muster", "ex_domain_name": "Default", "ex_force_auth_token": "secret://os-token"}
+    assert errors(provider(openstack), plugin_specs()) == []
+    assert redact(provider(openstack), plugin_specs()).providers["aws"].provisioner["driver_args"] == openstack
+
+
 def test_answers_mask_sensitive_values() -> None:
     catalog = demo(providers={"aws": {"providertype": "cloud", "provisioner": {"region": "x", "api_password": "hunter22"}}})
     shown = redact(catalog, CLOUD).providers["aws"].provisioner

@@ -18,7 +18,9 @@ def test_well_known_names_are_secret_names(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["name", "hostname", "host_key", "primary_key", "key_serializer", "keyspace", "monkey",
-                                  "identityfile", "passenger", "bypass", "replication", "user"])
+                                  "identityfile", "passenger", "bypass", "replication", "user",
+                                  # where or what kind a secret is (libcloud's OpenStack arguments)
+                                  "ex_force_auth_url", "ex_force_auth_version", "token_type", "auth_method"])
 def test_other_names_are_not(name: str) -> None:
     assert not secret_name(name)
 

@@ -125,6 +125,53 @@ def test_remove_host_refuses_a_host_in_use_and_unknown_hosts() -> None:
     assert "h001" not in p.book and types(p)[-1] == "HostRemoved"
 
 
+def test_a_waiting_request_the_pool_can_no_longer_serve_ends_when_a_host_leaves() -> None:
+    """Removed (or dropped as ambiguous), the pool has too few hosts for a request in line:
+    it ends with the reason a new one would be refused for. Before, it waited for ever, 1st in
+    line, keeping from those behind the free hosts it could use."""
+    p = pool(3)
+    p.request(request("hold", 1))
+    assert p.request(request("big", 3, urgency=90)) == "waiting"
+    assert p.request(request("one", 1, urgency=10)) == "waiting"  # behind big, which keeps the two free hosts
+    p.remove_host("h002", by="admin", reason="retired")
+    assert types(p)[-3:] == ["HostRemoved", "RequestCancelled", "HostsGranted"]
+    ended = p.pending_events[-2].payload
+    assert ended.request_id == "big" and ended.by == "admin"
+    assert ended.reason == ("pool p has 2 hosts that fit 'any host'; the request needs 3 (host h002 was removed): "
+                            "the pool can never serve it")
+    assert p.requests.finished["big"] == "cancelled" and holders(p)["h001"] == "c-one/n0"  # the next one is served
+    assert replayed(p).state() == p.state()
+
+    q = pool(2)
+    q.request(request("hold", 1))
+    q.add_hosts([host("dup", address="h001.lab")], by="bob")  # h001 and dup: frozen, 3 hosts
+    assert q.request(request("two", 2)) == "waiting" and q.request(request("three", 3)) == "waiting"
+    q.resolve("dup", by="admin", drop=True)
+    assert q.position("two") == 1 and q.requests.finished["three"] == "cancelled"  # 2 hosts: two may still be served
+    assert "(host dup was dropped)" in q.pending_events[-1].payload.reason
+
+
+def test_new_terms_end_the_waiting_requests_they_refuse_and_keep_those_ahead() -> None:
+    """A quota lowered, a per-job limit set: what waits beyond them ends in the words a new
+    request would be refused in. Before, it was granted as the old terms allowed (a tenant
+    limited to 1 host got 3)."""
+    p = pool(4)
+    p.request(request("hold", 4, tenant="other"))
+    for rid, n, urgency in (("first", 1, 90), ("second", 2, 50), ("big", 3, 10)):
+        assert p.request(request(rid, n, urgency=urgency)) == "waiting"
+    p.configure(PoolTerms(tenants={"t1": TenantTerms(max_nodes=2)}), by="admin")
+    assert [e.payload.request_id for e in p.pending_events if e.payload.type == "RequestCancelled"] == ["second", "big"]
+    said = p.pending_events[-1].payload.reason
+    assert said == ("tenant t1 may hold 2 hosts of pool p: it holds and waits ahead of this request for 1, so 3 more "
+                    "would exceed its quota (the pool's terms changed while it waited)")
+    assert p.position("first") == 1
+    p.configure(PoolTerms(job_limit=2, tenants={"t1": TenantTerms(max_nodes=2)}), by="admin")  # nothing more to end
+    assert p.request(request("two", 1)) == "waiting"
+    report(p, "released", "c-hold", "n0", "n1", "n2", "n3", tenant="other")
+    assert sum(p.book.held_by_tenant["t1"].values()) == 2  # within the quota
+    assert replayed(p).state() == p.state()
+
+
 # -- requests, grants, the life of a host --------------------------------------------------------
 
 
@@ -217,6 +264,10 @@ def test_requests_get_only_hosts_whose_properties_fit_their_nodes() -> None:
                                        r.nodes[1].model_copy(update={"requires": "labels contains ssd"})]})
     assert p.request(r) == "granted"
     assert holders(p) == {"h000": "c-r1/n0", "h002": "c-r1/n1"}
+
+
+def test_one_host_is_said_as_one() -> None:
+    assert pool(1).refusal(request("r", 2)) == "pool p has 1 host that fits 'any host'; the request needs 2"  # ("1 hosts that fit")
 
 
 @pytest.mark.parametrize("req,terms,reason", [

@@ -169,8 +169,8 @@ class LibcloudProvider(ProviderPlugin):
         for size in sizes:
             if wanted in (size.id, size.name):
                 return size
-        known = ", ".join(sorted(str(s.id) for s in sizes)[:20])
-        raise CloudRefused(f"the cloud has no size {wanted!r} (hardware type {ctx.node.hardwaretype!r}; sizes: {known})")
+        raise CloudRefused(f"the cloud has no size {wanted!r} (hardware type {ctx.node.hardwaretype!r}; "
+                           f"sizes: {shown_sizes(wanted, [str(s.id) for s in sizes])})")
 
     async def _image(self, ctx: PluginContext, driver: Any) -> Any:
         wanted = ctx.node.image or str(ctx.fields.get("image") or "")
@@ -244,6 +244,19 @@ class LibcloudProvider(ProviderPlugin):
             return succeeded(stdout=f"destroyed {made} ({name}), which a failed create had made" if found
                              else f"nothing to delete: no machine is called {name}")
         return succeeded(stdout=f"destroyed {ctx.providerid}" if found else f"{ctx.providerid} did not exist any more")
+
+
+SIZES_SHOWN = 20
+
+
+def shown_sizes(wanted: str, ids: list[str]) -> str:
+    """The sizes an unknown one's error lists: those of its family first (`t2.` for `t2.mcro`),
+    then the rest in order, at most SIZES_SHOWN, saying how many more (EC2 has hundreds: the first
+    twenty in order, a1 to c5, read as if they were all, and t2.micro was not among them)."""
+    family = wanted.split(".", 1)[0].lower() if "." in wanted else wanted[:2].lower()
+    ordered = sorted(ids, key=lambda i: (not (family and i.lower().startswith(family)), i))
+    more = len(ordered) - SIZES_SHOWN
+    return ", ".join(ordered[:SIZES_SHOWN]) + (f", and {more} more" if more > 0 else "")
 
 
 def _dummy() -> type:
