@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
+from ..cancels import cancel_asked
 from ..ports.delivery import ACK, PROGRESS, TERM, Settle, nak
 from ..routing import BatchHandler, Handler, NotYet, Route, router
 from .bodies import Bodies
@@ -302,7 +303,7 @@ async def consume_batches(
         try:
             await _keeping_claims([m for m, _ in taken], handler([r for _, r in taken]), ack_wait / 3, nc)
         except Exception:  # noqa: BLE001 - one at a time, to find which
-            if _cancelled():
+            if cancel_asked():
                 raise asyncio.CancelledError() from None
             for msg, recorded in taken:
                 await one(msg, recorded)
@@ -314,7 +315,7 @@ async def consume_batches(
         try:
             await handler([recorded])
         except Exception as err:  # noqa: BLE001 - told to the log, delivered again
-            if _cancelled():
+            if cancel_asked():
                 raise asyncio.CancelledError() from None
             delivery = msg.metadata.num_delivered
             if not transient(err) and delivery >= (max_failures or MAX_FAILURES):
@@ -351,11 +352,6 @@ def _ended_alone(task: asyncio.Future[None]) -> None:
     err = task.exception()  # retrieved: the consumer's own wait re-raises it when it still waits
     if err is not None:
         log.debug("handler ended with an error", error=f"{type(err).__name__}: {err}"[:500])
-
-
-def _cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 async def _keeping_claims(msgs: list[Msg], work: Awaitable[None], interval: float, nc: Any) -> None:

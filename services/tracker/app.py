@@ -30,6 +30,7 @@ from muster.bus.connect import principal_of
 from muster.bus.eventstore import inflate, lenient_from_msg
 from muster.bus.repository import rebuild
 from muster.bus.wire import close_push
+from muster.cancels import next_item
 from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import cluster_view_of, fold_cluster
 from muster.readmodel.locations import TASK, Record, cluster_key, job_key, task_location, updates_from
@@ -328,7 +329,7 @@ class Tracker:
         try:
             while True:
                 try:
-                    msg = await asyncio.wait_for(queue.get(), idle)
+                    msg = await next_item(queue, idle)
                 except TimeoutError:
                     yield None
                     continue

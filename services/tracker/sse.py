@@ -18,6 +18,7 @@ from aiohttp import web
 
 from contracts.events import FENCE_MARKERS
 from contracts.records import Recorded, Undecodable
+from muster.cancels import next_item
 from muster.readmodel.progress import JobProgress
 
 from .app import skipped_json
@@ -62,7 +63,7 @@ async def deliveries(queue: asyncio.Queue[T], response: web.StreamResponse) -> A
     KEEPALIVE_S seconds without anything."""
     while True:
         try:
-            item = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            item = await next_item(queue, KEEPALIVE_S)  # (a cancel a request lost ends the stream here)
         except TimeoutError:
             await response.write(b": keep-alive\n\n")
             continue

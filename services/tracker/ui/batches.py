@@ -30,6 +30,7 @@ from contracts.records import Recorded, Undecodable
 from muster.bus.bodies import Bodies
 from muster.bus.eventstore import inflate, lenient_from_msg
 from muster.bus.wire import close_push
+from muster.cancels import next_item
 from muster.readmodel.locations import parse_subject
 
 from ..app import Tracker, skipped_json
@@ -157,7 +158,7 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
         batch, deadline = Batch(), None
         while True:
             try:
-                msg = await asyncio.wait_for(queue.get(), KEEPALIVE_S if deadline is None else max(0.0, deadline - loop.time()))
+                msg = await next_item(queue, KEEPALIVE_S if deadline is None else max(0.0, deadline - loop.time()))
             except TimeoutError:
                 if deadline is None:
                     await response.write(b": keep-alive\n\n")

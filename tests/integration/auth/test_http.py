@@ -223,7 +223,7 @@ async def test_people_read_their_tenants_log_replays_and_catalog_by_their_grants
     for path in (f"/v1/replay?cluster={OTHER}", f"/v1/events?cluster={OTHER}"):
         status, body = await _read(served, path, "onec")
         assert status == 403 and f"onec has no read permission on cluster {OTHER} of tenant a" in body, (path, body)
-        assert "cluster d" not in body, (path, body)
+        assert "cluster d" not in body.replace(OTHER, "<id>"), (path, body)  # (an id may start with a d)
     status, body = await _read(served, "/v1/events?cluster=c&jobs=false", "alice")
     assert _events(body) == ["event", "end"] and "ClusterRequested" in body and "JobRequested" not in body
     status, body = await _read(served, "/v1/events?cluster=c", "alice")
