@@ -25,7 +25,7 @@ SAID = (f"exit 3 after {tracker_client.ANSWER_S:g} s: `the tracker at URL accept
 """What docs/client.md says, with the wait the commands have (not the test's own, shorter)."""
 JOB = "1c6b69ec-2266-5bba-b37f-60463ee270e0"
 ANSWER_S = 0.5
-Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
+Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
@@ -35,7 +35,7 @@ async def _serve(reply: Reply) -> AsyncIterator[str]:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         held.append(writer)
         await reader.readuntil(b"\r\n\r\n")
-        await reply(writer)
+        await reply(reader, writer)
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     try:
@@ -46,11 +46,11 @@ async def _serve(reply: Reply) -> AsyncIterator[str]:
         server.close()
 
 
-async def _never(writer: asyncio.StreamWriter) -> None:
-    await asyncio.Event().wait()
+async def _never(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read()  # until the command goes away: not a byte of an answer
 
 
-async def _late_end(writer: asyncio.StreamWriter) -> None:
+async def _late_end(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """The stream's headers at once, then nothing for four times ANSWER_S, then its end."""
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
     await writer.drain()
