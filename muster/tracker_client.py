@@ -44,7 +44,17 @@ LAST_SEQ = 1 << 62
 SILENT_S = 45.0
 """A stream that says nothing for this long (the tracker sends a keep-alive every 15 s) is
 taken for lost, and opened again from the last event it gave."""
+CONNECT_S = 5.0
+ANSWER_S = 10.0
+"""How long a request waits for the answer's first line (its status and headers): a tracker that
+accepted the connection and says nothing is exit 3 after this, not after SILENT_S (a wait of 46 s,
+session 33). Only the start of an answer: a stream then waits on its events as long as they take.
+Above the few seconds a tracker takes to answer 503 when it cannot reach the log."""
 RECONNECTS = 3
+
+
+class SilentTracker(TimeoutError):
+    """The tracker accepted the connection and sent no answer within ANSWER_S."""
 
 
 def recorded(item: dict[str, Any]) -> Recorded:
@@ -83,7 +93,7 @@ class TrackerReads:
     async def __aenter__(self) -> TrackerReads:
         import aiohttp
 
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=SILENT_S)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_S, sock_read=SILENT_S)
         self._http = aiohttp.ClientSession(timeout=timeout, headers=self._headers,
                                            connector=http_connector(ssl=self._ssl))
         return self
@@ -104,11 +114,23 @@ class TrackerReads:
         import aiohttp
 
         try:
-            async with self.http.get(self.url + path, params=_query(params)) as resp:
+            async with await self._answer(path, params) as resp:
                 await self._check(resp)
                 return await resp.json()
-        except aiohttp.ClientError as err:
+        except (aiohttp.ClientError, SilentTracker) as err:
             raise self._unreachable(err) from None
+
+    async def _answer(self, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
+        """GET `path`: the answer once its status and headers came, else SilentTracker after ANSWER_S."""
+        import aiohttp
+
+        try:
+            async with asyncio.timeout(ANSWER_S):
+                return await self.http.get(self.url + path, params=_query(params))
+        except aiohttp.ClientError:  # its own timeouts too (a connect that took too long): not a silent tracker
+            raise
+        except TimeoutError:
+            raise SilentTracker from None
 
     async def pages(self, path: str, **params: Any) -> list[dict[str, Any]]:
         """Every item of a paged route."""
@@ -146,6 +168,10 @@ class TrackerReads:
         raise CliError(f"the tracker at {self.url} failed: {message}", EXIT_FAILED)
 
     def _unreachable(self, err: BaseException) -> CliError:
+        if isinstance(err, SilentTracker):
+            return CliError(f"the tracker at {self.url} accepted the connection but did not answer within {ANSWER_S:g} s: "
+                            "is it overloaded or stopped (a paused process, a debugger), or is something other than "
+                            "the tracker listening there?", EXIT_UNREACHABLE)
         refused = http_refusal(err, self.url, self._data_dir)
         if refused is not None:
             return CliError(refused, EXIT_UNREACHABLE)
@@ -169,7 +195,7 @@ class TrackerReads:
         while True:
             params = {**selection, "after": after, "follow": follow}
             try:
-                async with self.http.get(self.url + "/v1/events", params=_query(params)) as resp:
+                async with await self._answer("/v1/events", params) as resp:
                     await self._check(resp)
                     opened = True
                     async for kind, data in _server_sent(resp.content):

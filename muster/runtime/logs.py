@@ -32,9 +32,17 @@ SECRET_VARIABLES = ("MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN", "MUSTER_BUS_SECR
 TOKEN = re.compile(r"\b(mst_[a-z0-9-]+_[0-9a-f]{12})_[0-9a-f]{64}\b")
 USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@'\"]+@", re.IGNORECASE)
 QUERY_VALUE = re.compile(r"([?&])([^=&\s'\"#]+)=([^&\s'\"#]*)")
+_CONFIGURED: list[tuple[str, object]] = []
+"""(service, stderr) the log was last set up for: a service that sets it up before `main_for`
+does (the provisioner, before its plugins load and say so) is not set up twice (the same lines,
+a second "in clear" warning)."""
 
 
 def configure_logging(service: str) -> None:
+    """Once per service and stderr: a second call for the same ones changes nothing."""
+    if _CONFIGURED == [(service, sys.stderr)]:
+        return
+    _CONFIGURED[:] = [(service, sys.stderr)]
     level = getattr(logging, os.environ.get("MUSTER_LOG_LEVEL", "INFO").upper(), logging.INFO)
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()

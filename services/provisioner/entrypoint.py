@@ -24,6 +24,7 @@ from muster.bus.connect import CredentialsError, auth_required, credentials, def
 from muster.bus.eventstore import EventStore
 from muster.cli_support import CliError
 from muster.runtime.exits import STAY_DOWN_EXIT
+from muster.runtime.logs import configure_logging
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import SecretsFileError, load_secrets
 
@@ -112,6 +113,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
         raise click.BadParameter(str(err)) from None
     if not tenant_list:
         raise click.BadParameter("give at least one tenant", param_hint="--tenants")
+    configure_logging("provisioner")  # before the plugins load and say so: JSON on stderr, in provisioner.log under `muster up`
     try:
         secrets = ProvisionerSecrets.of(load_secrets(secrets_file), f"secrets file {secrets_file}")
         registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=secrets, work_dir=work_dir or default_work_dir(pid))
