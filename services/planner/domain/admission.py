@@ -512,10 +512,50 @@ def services_present(f: Facts) -> None:
                                 for r, by in needed.items()), code="invalid", field="services")
 
 
+def services_required(f: Facts) -> None:
+    """Each service a create or add-services names has what it requires (at install or at run
+    time) and nothing it conflicts with on the cluster it makes: refused at once from the catalog
+    alone, in the solver's words. It was accepted, a cluster made, and its job failed a moment
+    later (`no layout: yarn-nodemanager requires yarn-resourcemanager, ...`); a dry run said so
+    at once. Unknown services are refused by their own rule; a service already on the cluster
+    whose needs the catalog changed since is the solver's to say (the request did not choose it)."""
+    cmd = f.command
+    if isinstance(cmd, CreateCluster):
+        try:
+            chosen = set(services_of(f))
+        except Refused:
+            return  # (the template's own refusal is said at its field)
+        on: set[str] = set()
+    else:
+        chosen, on = set(services_of(f)), _on_cluster(f)
+    chosen &= set(f.catalog.services)
+    cluster = chosen | on
+    provided = _provided(f.catalog, cluster)
+    problems: list[str] = []
+    for service in sorted(cluster):
+        if (entity := f.catalog.services.get(service)) is None:
+            continue  # (gone from the catalog since: the solver says so)
+        deps = entity.dependencies
+        missing = sorted(r for r in deps.requires if r not in provided) if service in chosen else []
+        if missing:
+            problems.append(f"{service} requires {', '.join(missing)}, which no service on the cluster is or provides")
+        # (a conflict is one service's word of another: the one on the cluster may be the one that says it)
+        if clashing := sorted(c for c in deps.conflicts if c in cluster and c != service and (service in chosen or c in chosen)):
+            problems.append(f"{service} conflicts with {', '.join(clashing)}")
+    if problems:
+        field = "template" if isinstance(cmd, CreateCluster) and cmd.services is None else "services"
+        raise Refused("; ".join(problems), code="invalid", field=field)
+
+
+def _provided(catalog: Catalog, services: set[str]) -> set[str]:
+    """The services and what they provide: what a `requires` may be met by."""
+    return services | {p for s in services if s in catalog.services for p in catalog.services[s].dependencies.provides}
+
+
 def _still_required(catalog: Catalog, kept: set[str], removed: set[str]) -> dict[str, list[str]]:
     """Each removed service a kept one requires (at install or at run time), unless a kept one
     is it or provides it: the removed one -> who requires it."""
-    provided = kept | {p for s in kept if s in catalog.services for p in catalog.services[s].dependencies.provides}
+    provided = _provided(catalog, kept)
     needed: dict[str, list[str]] = {}
     for service in sorted(kept):
         entity = catalog.services.get(service)

@@ -75,7 +75,7 @@ _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZ
 _ROWS = (
     Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True, every_problem=True,
               rules=(rule.template_allows_size, rule.provider_known, rule.services_known, rule.services_allowed,
-                     rule.setting_allowed, rule.provider_mapped, rule.callback_needs_pool, rule.pool_admits)),
+                     rule.services_required, rule.setting_allowed, rule.provider_mapped, rule.callback_needs_pool, rule.pool_admits)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
@@ -84,7 +84,8 @@ _ROWS = (
               needs_nodes=True, rules=(*_CLUSTER, rule.shrinks, rule.size_allowed)),
     Operation("add-services", "AddServices", "cluster", layout=True, needs_services=True, offline=True,
               chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS),
-              rules=(*_CLUSTER, rule.services_known, rule.services_allowed, rule.services_absent)),
+              rules=(*_CLUSTER, rule.services_known, rule.services_allowed, rule.services_absent,
+                     rule.services_required)),
     Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
     Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_PICKED,

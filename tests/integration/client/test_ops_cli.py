@@ -10,6 +10,8 @@ import pytest
 
 from contracts import subjects
 from contracts.catalog import Catalog, Provider
+from contracts.commands import CreateCluster, Rejected
+from muster.bus.connect import connect
 from muster.catalog.store import apply_catalog
 
 from .conftest import muster
@@ -171,3 +173,29 @@ async def test_bad_requests_are_one_sentence(stack: Stack, fresh_nats: str) -> N
     assert "cannot reach the tracker at http://127.0.0.1:9" in blind.stderr and "goes on without us (`muster watch" in blind.stderr
     usage = await muster(fresh_nats, "cluster", "create", "x", "-t", "t")
     assert usage.code == 2 and "Missing option '--nodes'" in usage.stderr
+
+
+async def test_a_service_missing_what_it_requires_is_refused_before_anything_is_recorded(stack: Stack, fresh_nats: str) -> None:
+    """`--services base,yarn-nodemanager` (no yarn-resourcemanager) was accepted: a cluster was
+    made and its job failed a moment later (`no layout: ...`). Refused at admission, over the CLI
+    and a plain bus request alike, at the field; no ClusterRequested, no job."""
+    said = "yarn-nodemanager requires yarn-resourcemanager, which no service on the cluster is or provides"
+    refused = await muster(fresh_nats, "cluster", "create", "w2", "-t", "hadoop-small", "-n", "3", "--services", "base,yarn-nodemanager")
+    assert refused.code == 2 and refused.stderr.strip() == f"Error: create rejected (--services): {said}", refused
+    nc = await connect(fresh_nats, name="test-bus")
+    try:
+        body = CreateCluster(name="w2", template="hadoop-small", nodes=3, services=["base", "yarn-nodemanager"])
+        answer = await nc.request(subjects.operation(stack.tenant, "test-system", "create"), body.model_dump_json().encode(), timeout=30)
+    finally:
+        await nc.close()
+    reply = Rejected.model_validate_json(answer.data)
+    assert (reply.code, reply.field, reply.reason) == ("invalid", "services", said), reply
+    assert await stack.store.read(f"muster.evt.{stack.tenant}.cluster.*") == []
+    assert await stack.store.read(f"muster.evt.{stack.tenant}.job.*") == []
+    # add-services: onto a cluster without yarn, yarn-nodemanager alone.
+    made = await muster(fresh_nats, "cluster", "create", "zk", "-t", "hadoop-small", "-n", "2", "--services", "base,zookeeper-server", "--wait")
+    assert made.code == 0, made.stderr
+    jobs = len(await stack.store.read(f"muster.evt.{stack.tenant}.job.*"))
+    added = await muster(fresh_nats, "cluster", "add-services", "zk", "yarn-nodemanager")
+    assert added.code == 2 and added.stderr.strip() == f"Error: add-services rejected (SERVICES): {said}", added
+    assert len(await stack.store.read(f"muster.evt.{stack.tenant}.job.*")) == jobs

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from contracts import subjects
 from contracts.catalog import Action, Catalog, Service
-from contracts.commands import VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.commands import VERB_OF, Accepted, CreateCluster, DryRun, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
 from contracts.layout import Layout
@@ -337,6 +337,18 @@ def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
     for seq, e in enumerate(events, 1):
         state.apply(e, seq)
     return state
+
+
+def unsolvable(h: Harness, name: str = "nolayout", **fields: Any) -> CreateCluster:
+    """A create admission accepts and the solver finds no layout for: on template `no-layout`
+    (hadoop-small whose zookeeper-server needs hardware type small) with large nodes asked for.
+    (Services missing what they require are refused at admission: they no longer make one.)"""
+    catalog = h.catalogs.by_tenant["default"]
+    if "no-layout" not in catalog.clustertemplates:
+        template = catalog.clustertemplates["hadoop-small"].model_copy(deep=True, update={"name": "no-layout"})
+        template.constraints.services["zookeeper-server"].hardwaretypes = ["small"]
+        catalog.clustertemplates["no-layout"] = template
+    return CreateCluster(name=name, template="no-layout", hardwaretype="large", **{"nodes": 2, **fields})
 
 
 def fails_creates(times: int, node: str = "n1000") -> Any:

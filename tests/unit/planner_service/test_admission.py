@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from planner_harness import CHECKED, SIMPLE, Harness, OwnedWhere, demo_catalog
+from planner_harness import CHECKED, SIMPLE, Harness, OwnedWhere, demo_catalog, unsolvable
 
 from contracts.commands import (
     Accepted,
@@ -148,11 +148,16 @@ async def _active(h: Harness) -> str:
 
 async def _unsolvable(h: Harness) -> str:
     """A cluster whose create found no layout: its status is `failed`."""
-    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, services=["base", "hdfs-datanode"]))
+    reply = await h.send(unsolvable(h))
     assert isinstance(reply, Accepted)
     await h.settle()
     assert h.job(reply.job_id).state == "failed" and "no layout" in h.job(reply.job_id).error
     return reply.cluster_id
+
+
+async def _bare(h: Harness) -> str:
+    """An active cluster of `base` alone."""
+    return (await h.ok(CreateCluster(name="bare", template="hadoop-small", nodes=2, services=["base"]))).cluster_id
 
 
 async def _deleted(h: Harness) -> str:
@@ -171,6 +176,9 @@ REFUSED: dict[str, list[Refuse]] = {
         lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, provider="nope"), "unknown provider 'nope'"),
         lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, services=["base", "ghost"]), "unknown services: ghost"),
         lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=1), "allows 2 to 50 nodes (its size constraint); 1 requested"),
+        # Accepted, a cluster made, and its job failed `no layout: ...` a moment later (a dry run refused it at once).
+        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=3, services=["base", "yarn-nodemanager"]),
+                        "yarn-nodemanager requires yarn-resourcemanager, which no service on the cluster is or provides"),
     ],
     "delete": [lambda h: _with(_deleted(h), lambda cid: (DeleteCluster(cluster_id=cid), "is deleted"))],
     "expand": [lambda h: _with(_active(h), lambda cid: (ExpandCluster(cluster_id=cid, nodes=2), "expand needs more than"))],
@@ -178,6 +186,8 @@ REFUSED: dict[str, list[Refuse]] = {
     "add-services": [
         lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["ghost"]), "unknown services: ghost")),
         lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["base"]), "already on the cluster: base")),
+        lambda h: _with(_bare(h), lambda cid: (AddServices(cluster_id=cid, services=["hdfs-datanode"]),
+                                               "hdfs-datanode requires hdfs-namenode, which no service on the cluster is or provides")),
     ],
     "remove-services": [
         lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["extra"]), "not on the cluster: extra")),

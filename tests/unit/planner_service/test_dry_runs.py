@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from planner_harness import SIMPLE, Harness, demo_catalog
+from planner_harness import SIMPLE, Harness, demo_catalog, unsolvable
 
 from contracts.commands import (
     AddServices,
@@ -83,8 +83,8 @@ async def test_an_expands_dry_run_names_its_thrown_in_starts_on_the_old_nodes(h:
 
 
 async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:
-    reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, services=["base", "hdfs-datanode"], dry_run=True))
-    assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:") and reply.code == "invalid"
+    reply = await h.send(unsolvable(h, "dry", nodes=4, dry_run=True))
+    assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:") and reply.code == "invalid", reply
     lone = bootstrap(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
     from services.planner.messages import RequestContext
 

@@ -394,15 +394,46 @@ async def test_a_create_on_a_provider_no_type_of_its_template_maps_is_refused_at
 
 async def test_a_service_whose_requirement_was_not_chosen_is_refused_at_the_services_field() -> None:
     """The solver's dependency refusal, in a dry run (the console's form, HTTP's 422): it had no
-    field, and the form said it at its top."""
+    field, and the form said it at its top. A real create or add-services was accepted, and its
+    job failed `no layout: ...` a moment later (a create's left a failed cluster): admission
+    refuses it from the catalog alone, nothing recorded."""
     h = Harness()
-    reply = await h.send(_create(services=["base", "yarn-nodemanager"], dry_run=True))
-    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
-    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+    for dry in (True, False):
+        reply = await h.send(_create(services=["base", "yarn-nodemanager"], dry_run=dry))
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+        assert reply.reason == "yarn-nodemanager requires yarn-resourcemanager, which no service on the cluster is or provides"
+    assert h.log.records == []
     cid = (await h.ok(_create(name="zk", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
-    reply = await h.send(AddServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=True))
+    before = len(h.log.records)
+    for dry in (True, False):
+        reply = await h.send(AddServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=dry))
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+        assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+    assert len(h.log.records) == before
+    # What the cluster has meets a requirement: hdfs-namenode needs zookeeper-server, there already.
+    assert isinstance(await h.send(AddServices(cluster_id=cid, services=["hdfs-namenode"], dry_run=True)), DryRun)
+
+
+async def test_services_that_conflict_or_defaults_missing_a_requirement_are_refused_at_admission() -> None:
+    """A `conflicts` partner chosen with a service or already on the cluster; a template whose
+    default services miss a requirement is refused at the template's field (the request chose none)."""
+    catalog = demo_catalog(loner={"dependencies": {"conflicts": ["zookeeper-server"]}})
+    catalog.clustertemplates["hadoop-small"].defaults.services.remove("hdfs-namenode")
+    h = Harness(catalog=catalog)
+    reply = await h.send(_create(services=["base", "loner", "zookeeper-server"]))
     assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
-    assert "yarn-nodemanager requires yarn-resourcemanager" in reply.reason, reply
+    assert reply.reason == "loner conflicts with zookeeper-server", reply
+    reply = await h.send(_create())
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "template"), reply
+    assert "hdfs-datanode requires hdfs-namenode" in reply.reason and "yarn-resourcemanager requires hdfs-namenode" in reply.reason
+    assert h.log.records == []
+    cid = (await h.ok(_create(name="zk", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
+    reply = await h.send(AddServices(cluster_id=cid, services=["loner"]))
+    assert isinstance(reply, Rejected) and reply.reason == "loner conflicts with zookeeper-server", reply
+    # The one on the cluster says it: adding what it conflicts with is refused too.
+    cid = (await h.ok(_create(name="lone", nodes=2, services=["base", "loner"]))).cluster_id
+    reply = await h.send(AddServices(cluster_id=cid, services=["zookeeper-server"]))
+    assert isinstance(reply, Rejected) and reply.reason == "loner conflicts with zookeeper-server", reply
 
 
 def test_a_solvers_fields_are_the_commands_services() -> None:
