@@ -57,12 +57,15 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
         phases.append(build_plan(services, current, "shrink", node_ids=gone))
     back = [then[i] for i in then if i not in now]
     interim = [*current, *back]
+    # the later phases are planned without the nodes deleted: an expand or add-services threw
+    # in the start of a service they need on every node that has it, one deleted by then too
+    left = [n for n in interim if n.id not in gone]
     if back:
-        phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back], config=config))
+        phases.append(build_plan(services, left, "expand", node_ids=[n.id for n in back], config=config))
     added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
     missing = sorted({s for _, s in added})
     if missing:
-        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in interim]
+        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in left]
         nodes = sorted({i for i, _ in added})
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
     in_target = {(n.id, s) for n in target for s in n.services}
