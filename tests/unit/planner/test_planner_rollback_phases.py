@@ -17,6 +17,7 @@ from services.planner.domain.observed import fix_plan
 from services.planner.domain.planning import keep_stopped
 from services.planner.domain.restore import restore_plan
 from services.planner.domain.rollback import rollback_plan
+from services.planner.domain.rolling import batched
 
 NODES = ("n1", "n2", "n3")
 # a node's services: b alone, or b and a (a needs b installed and running on it)
@@ -53,7 +54,7 @@ def phased(draw: st.DrawFn) -> tuple[str, dict[str, tuple[str, ...]], set[tuple[
     # and `reinstall` for any, the others for one meant to run
     fixes = {p: draw(st.sampled_from(("reconnect", "reinstall", "stop") if p in stopped else RUN_KINDS))
              for p in draw(st.sets(st.sampled_from(pairs), min_size=1))}
-    return kind, layout, stopped, {"fixes": fixes}
+    return kind, layout, stopped, {"fixes": fixes, "rolling": draw(st.sampled_from([None, 1, 2]))}
 
 
 def _plan(kind: str, nodes: list[NodeSpec], stopped: set[tuple[str, str]], asked: dict[str, Any]) -> Plan:
@@ -61,7 +62,8 @@ def _plan(kind: str, nodes: list[NodeSpec], stopped: set[tuple[str, str]], asked
         return keep_stopped(CAT, nodes, asked["op"], asked["names"], None, stopped)
     if kind == "restore":
         return restore_plan(CAT, nodes, _nodes(asked["target"]), asked["config"], stopped, asked["then"]).plan
-    return fix_plan(CAT, nodes, asked["fixes"])
+    plan = fix_plan(CAT, nodes, asked["fixes"])
+    return plan if asked["rolling"] is None else batched(plan, asked["rolling"]).plan  # a node's phases in its batch
 
 
 @settings(max_examples=400, deadline=None)
@@ -134,3 +136,25 @@ def test_a_rollback_to_a_job_starts_nothing_on_the_nodes_it_deleted() -> None:
     assert "p1.n1.delete" in plan.index
     assert not [t.id for t in plan.tasks if t.node == "n1" and t.action is not Action.DELETE and t.id.startswith("p2.")]
     assert not plan.thrown_in
+
+
+def test_a_rolling_repair_keeps_a_nodes_phases_in_order() -> None:
+    """n2's services in an unknown state, its `b` meant to be stopped: the repair confirms n2
+    and starts them (phase 1), then stops b (phase 3; phase 2 is n1's alone). Rolling, a batch
+    kept only the links within it: the barriers went through phase 2, which has nothing on n2,
+    and n2's stop of b could run before its start (b left running)."""
+    nodes = [node(n, "base", "a", "b") for n in ("n1", "n2")]
+    fixes = {("n1", "a"): "reconnect", ("n1", "b"): "reconnect", ("n2", "a"): "reconnect", ("n2", "b"): "stop"}
+    plan = batched(fix_plan(CAT, nodes, fixes), 1).plan
+    assert {"p1.n2.start.b", "p3.n2.stop.b"} <= set(plan.index)
+    assert "p1.n2.start.b" in _all_before(plan, "p3.n2.stop.b")
+
+
+def _all_before(plan: Plan, task: str) -> set[str]:
+    found, todo = set(), [task]
+    while todo:
+        for p in plan.predecessors(todo.pop()):
+            if p not in found:
+                found.add(p)
+                todo.append(p)
+    return found
