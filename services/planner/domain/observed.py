@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from contracts.catalog import Action, Service
 from contracts.events import ServiceState
+from contracts.layout import NodeSpec
 from muster.readmodel import desired
 from muster.readmodel.desired import Pair
 from muster.readmodel.observed import as_repaired
@@ -69,6 +70,11 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     fixes = repairs(services, cluster)
     if not fixes:
         raise PlanError("nothing to repair")
+    return fix_plan(services, nodes, fixes)
+
+
+def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapping[Pair, str]) -> Plan:
+    """The phases of a repair, from what each (node, service) needs (`repairs`)."""
     phases: list[Plan] = []
     # First the nodes that could not be asked: their provider confirms them (and brings their
     # ssh back where it can, docs/plugins.md), then their services are started (a start leaves

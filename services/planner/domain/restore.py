@@ -57,12 +57,15 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
         phases.append(build_plan(services, current, "shrink", node_ids=gone))
     back = [then[i] for i in then if i not in now]
     interim = [*current, *back]
+    # the later phases are planned without the nodes deleted: an expand or add-services threw
+    # in the start of a service they need on every node that has it, one deleted by then too
+    left = [n for n in interim if n.id not in gone]
     if back:
-        phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back], config=config))
+        phases.append(build_plan(services, left, "expand", node_ids=[n.id for n in back], config=config))
     added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
     missing = sorted({s for _, s in added})
     if missing:
-        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in interim]
+        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in left]
         nodes = sorted({i for i, _ in added})
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
     in_target = {(n.id, s) for n in target for s in n.services}
@@ -97,11 +100,13 @@ def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], oper
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:
-    """Plans one after another (a barrier link between two), task ids prefixed by the phase."""
+    """Plans one after another (a barrier link between two, and between a node's tasks in two
+    phases with nothing on it between), task ids prefixed by the phase."""
     tasks: list[PlannedTask] = []
     links: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     thrown_in: list[str] = []
     previous: tuple[str, ...] = ()
+    last_on: dict[str, tuple[int, tuple[str, ...]]] = {}  # node -> the last phase with tasks on it, and those
     for n, phase in enumerate(phases, 1):
         name = {t.id: f"p{n}.{t.id}" for t in phase.tasks}
         thrown_in.extend(name[t] for t in phase.thrown_in)
@@ -111,4 +116,14 @@ def chain_phases(phases: Sequence[Plan]) -> Plan:
         if previous and ids:
             links.append((previous, ids))  # a barrier: this phase starts when the last is done
         previous = ids or previous
+        on: dict[str, list[str]] = {}
+        for t in phase.tasks:
+            on.setdefault(t.node, []).append(name[t.id])
+        for node, here in on.items():
+            # the same per node, from its last phase before: a rolling change (rolling.batched)
+            # keeps only the links within a batch, and the barriers between phases that did
+            # nothing on the node left its phases unordered
+            if node in last_on and last_on[node][0] < n - 1:
+                links.append((last_on[node][1], tuple(here)))
+            last_on[node] = (n, tuple(here))
     return Plan.assemble(tasks, links, thrown_in)

@@ -26,11 +26,14 @@ If u had to finish before v, inverse(v) finishes before inverse(u); a completed 
 an inverse passes the ordering through. DELETEs are not ordered among themselves. One exception:
 a configure that came right before its service's stop on a node (configure-restart) is put back
 before that stop is undone, not after, so the service starts again on its old config.
+Phased plans (`p1.`, `p2.`...): inverse ids have no phase, so an inverse two phases make is the
+first one's (`_once`), and "restarted" means stopped earlier in the plan (`_kept_ids`).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -40,6 +43,7 @@ from muster.readmodel.desired import Pair
 from .model import Link, Plan, PlannedTask, task_id
 
 A = Action
+_PHASE = re.compile(r"p[0-9]+\.")
 _INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE}
 
 
@@ -55,12 +59,17 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
     then = _Before(frozenset(had), None if meant_stopped is None else frozenset(meant_stopped) & frozenset(had))
     inverse = _inverses(done, plan.thrown_in, services, then)
     fronts: dict[str, frozenset[str]] = {}
+    phases = {u.id: _phase(plan.by_id[t]) for t, chain in inverse.items() for u in chain}  # one each (`_once`)
     links: list[Link] = [((a.id,), (b.id,)) for chain in inverse.values() for a, b in itertools.pairwise(chain)]
     for sources, targets in plan.links:
         after = [inverse[s][0].id for s in sources if s in inverse]
         before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
         if _config_first(sources, targets, plan, inverse):
-            links.extend(_split(after, sorted(before), inverse))
+            # within the configure's phase; what a later phase did is undone before, as ever
+            phase = _phase(plan.by_id[sources[0]])
+            later = {x for x in before if phases[x] != phase}
+            links.extend(_split(after, sorted(before - later), inverse))
+            links.extend(_split(sorted(later), after, inverse))
             continue
         links.extend(_split(sorted(before), after, inverse))
     tasks = {t.id: t for chain in inverse.values() for t in chain}
@@ -88,10 +97,8 @@ def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Map
     # tried on no machine, failed, and the rollback needed attention for good)
     deleted = {t.node for t in done if t.action is A.DELETE} - created
     installed = {(t.node, t.service) for t in done if t.action is A.INSTALL and (t.node, t.service) not in before.had}
-    # stopped and started again by the job: the rollback restarts it (on the config it puts back)
-    restarted = {(t.node, t.service) for t in done if t.action is A.STOP}
     removed = {(t.node, t.service) for t in done if t.action is A.REMOVE}
-    kept = {t.id for t in done if t.service and _kept(t, (t.node, t.service), t.id in thrown_in, (t.node, t.service) in restarted, before)}
+    kept = _kept_ids(done, thrown_in, before)
     # a removed service started again is initialized right before (after the starts of what it
     # needs, as add-services does: the reverse of its stop's order); one left stopped, after its configure
     started = {(t.node, t.service) for t in done if t.action is A.STOP and t.id not in kept}
@@ -113,7 +120,54 @@ def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Map
                       if a is not None and (services is None or services[t.service].has_action(a)))
         if chain:
             out[t.id] = chain
+    return _once(done, out)
+
+
+def _once(done: list[PlannedTask], out: dict[str, tuple[PlannedTask, ...]]) -> dict[str, tuple[PlannedTask, ...]]:
+    """Each inverse task belongs to the first phase that makes it. A phased plan (a repair, a
+    rollback to a job, a configure-restart keeping services stopped) may start one service on
+    one node in two phases, or work on a node it created in two: the inverses are one task
+    (`undo.<node>.<action>.<service>`, `undo.<node>.delete`: no phase in the id), which was
+    ordered both before and after what the later phase did (a cycle). It is undone where the
+    first phase's is, last, which puts back the state of before the job; a later task left
+    without an inverse passes the order through. Within a phase, as in an unphased plan, the
+    tasks one inverse covers share it, as ever."""
+    first: dict[str, str] = {}
+    for t in done:  # plan order: the phases in turn
+        phase = _phase(t)
+        for u in out.get(t.id, ()):
+            first.setdefault(u.id, phase)
+        kept = tuple(u for u in out.get(t.id, ()) if first[u.id] == phase)
+        if kept:
+            out[t.id] = kept
+        else:
+            out.pop(t.id, None)
     return out
+
+
+def _phase(t: PlannedTask) -> str:
+    """`p2.` of a phased plan's `p2.n1.start.s` (`restore.chain_phases`); "" for an unphased one
+    (and any id of another shape: its tasks are one phase, as before)."""
+    prefix = t.id.removesuffix(task_id(t.node, t.action, t.service))
+    return prefix if _PHASE.fullmatch(prefix) else ""
+
+
+def _kept_ids(done: list[PlannedTask], thrown_in: Collection[str], before: _Before) -> set[str]:
+    """The completed service tasks `_kept` leaves as they are. A start is one of a service
+    stopped and started again (restarted: the rollback restarts it, on the config it puts back)
+    if the job stopped it before, in plan order: a phased plan may start a service meant to run
+    (a no-op) in one phase and stop it in a later one, undone by starting it, and no more."""
+    stopped: set[Pair] = set()
+    kept: set[str] = set()
+    for t in done:
+        if not t.service:
+            continue
+        pair = (t.node, t.service)
+        if _kept(t, pair, t.id in thrown_in, pair in stopped, before):
+            kept.add(t.id)
+        if t.action is A.STOP:
+            stopped.add(pair)
+    return kept
 
 
 def _kept(t: PlannedTask, pair: Pair, thrown_in: bool, restarted: bool, before: _Before) -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contracts.catalog import Service
+from contracts.catalog import Action, Service
 from contracts.layout import NodeSpec
+from services.planner.domain.model import Plan
+from services.planner.domain.scheduling import Dispatcher
 
 ALL_ACTIONS = ("install", "configure", "initialize", "start", "stop", "remove")
 
@@ -85,3 +87,36 @@ def coopr_install() -> dict[str, Service]:
 def coopr_uses() -> dict[str, Service]:
     """testServiceUsesDependency: s3 is in the catalog; tests leave it off the cluster."""
     return catalog(svc("s1", ["install"]), svc("s2", ["install"], install_uses=["s1", "s3"]), svc("s3", ["install"]))
+
+
+# -- rollback tests ---------------------------------------------------------------------------
+
+
+def base_b_a() -> dict[str, Service]:
+    """`base` (install, configure only); `b` on it; `a` needs b installed and running."""
+    return catalog(svc("base", ["install", "configure"]), svc("b", install=["base"]), svc("a", install=["b"], runtime=["b"]))
+
+
+def run_until(plan: Plan, stop_after: int) -> set[str]:
+    """Task ids an eager run has completed after `stop_after` completions."""
+    dispatcher = Dispatcher(plan)
+    running = dispatcher.start()
+    while running and len(dispatcher.done) < stop_after:
+        running.extend(dispatcher.finished(running.pop(0)))
+    return set(dispatcher.done)
+
+
+def ran(plan: Plan, done: set[str], state: dict[tuple[str, str], str]) -> None:
+    """What a plan's `done` tasks leave of each service's state, in plan order (running,
+    stopped, absent; a machine deleted takes its node's services)."""
+    after = {Action.START: "running", Action.STOP: "stopped", Action.REMOVE: "absent"}
+    for t in plan.tasks:
+        if t.id not in done:
+            continue
+        if t.action is Action.DELETE:
+            for key in [k for k in state if k[0] == t.node]:
+                state[key] = "gone"
+        elif t.service and t.action in after:
+            state[(t.node, t.service)] = after[t.action]
+        elif t.service and t.action is Action.INSTALL and state.get((t.node, t.service), "absent") == "absent":
+            state[(t.node, t.service)] = "stopped"

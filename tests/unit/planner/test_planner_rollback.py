@@ -6,27 +6,13 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planner_support import catalog, node, svc
+from planner_support import base_b_a, catalog, node, ran, run_until, svc
 
 from contracts.catalog import Action
-from services.planner.domain.plan import Plan, build_plan
+from services.planner.domain.plan import build_plan
 from services.planner.domain.rollback import rollback_plan
-from services.planner.domain.scheduling import Dispatcher
 
-CAT = catalog(
-    svc("base", ["install", "configure"]),
-    svc("b", install=["base"]),
-    svc("a", install=["b"], runtime=["b"]),
-)
-
-
-def run_until(plan: Plan, stop_after: int) -> set[str]:
-    """Task ids an eager run has completed after `stop_after` completions."""
-    dispatcher = Dispatcher(plan)
-    running = dispatcher.start()
-    while running and len(dispatcher.done) < stop_after:
-        running.extend(dispatcher.finished(running.pop(0)))
-    return set(dispatcher.done)
+CAT = base_b_a()
 
 
 def test_a_failed_create_deletes_every_machine_it_made_and_nothing_else() -> None:
@@ -212,22 +198,6 @@ OPS: list[tuple[str, dict[str, list[str]]]] = [
     ("remove-services", {"services": ["a"]}), ("shrink", {"node_ids": ["n3"]})]
 
 
-def _ran(plan: Plan, done: set[str], state: dict[tuple[str, str], str]) -> None:
-    """What a plan's `done` tasks leave of each service's state, in plan order (running,
-    stopped, absent; a machine deleted takes its node's services)."""
-    after = {Action.START: "running", Action.STOP: "stopped", Action.REMOVE: "absent"}
-    for t in plan.tasks:
-        if t.id not in done:
-            continue
-        if t.action is Action.DELETE:
-            for key in [k for k in state if k[0] == t.node]:
-                state[key] = "gone"
-        elif t.service and t.action in after:
-            state[(t.node, t.service)] = after[t.action]
-        elif t.service and t.action is Action.INSTALL and state.get((t.node, t.service), "absent") == "absent":
-            state[(t.node, t.service)] = "stopped"
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(OPS), st.integers(0, 30), st.sets(st.sampled_from([("n1", "b"), ("n2", "a"), ("n3", "a")])))
 def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, dict[str, list[str]]], cut: int, stopped: set[tuple[str, str]]) -> None:
@@ -239,7 +209,7 @@ def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, 
     done = run_until(plan, cut)
     before = {(n.id, s): "stopped" if (n.id, s) in stopped else "running" for n in nodes for s in n.services if s != "base"}
     state = dict(before)
-    _ran(plan, done, state)
+    ran(plan, done, state)
     back = rollback_plan(plan, done, CAT, had={(n.id, s) for n in nodes for s in n.services}, meant_stopped=stopped)
-    _ran(back, set(back.index), state)
+    ran(back, set(back.index), state)
     assert {k: v for k, v in state.items() if v != "gone"} == {k: v for k, v in before.items() if state[k] != "gone"}
