@@ -215,7 +215,11 @@ def _split(before: list[str], after: list[str], inverse: Mapping[str, tuple[Plan
     b_del, b_other = [t for t in before if t in deletes], [t for t in before if t not in deletes]
     a_del, a_other = [t for t in after if t in deletes], [t for t in after if t not in deletes]
     out: list[Link] = []
-    for src, dst in ((b_other, a_other), (b_del, a_other), (b_other, a_del)):
+    # A created node's one DELETE stands in for its tasks before and after a task elsewhere
+    # (an expand starting a service the user had stopped on an old node, between the new
+    # node's zookeeper and its datanode): ordered both ways, a cycle. It goes after, always:
+    # deletes are then sinks, in no cycle, and the node goes last, which is safe whatever ran on it.
+    for src, dst in ((b_other, a_other), (a_other, b_del), (b_other, a_del)):
         if not src or not dst:
             continue
         if set(src) & set(dst):

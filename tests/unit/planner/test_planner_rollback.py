@@ -213,3 +213,25 @@ def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, 
     back = rollback_plan(plan, done, CAT, had={(n.id, s) for n in nodes for s in n.services}, meant_stopped=stopped)
     ran(back, set(back.index), state)
     assert {k: v for k, v in state.items() if v != "gone"} == {k: v for k, v in before.items() if state[k] != "gone"}
+
+
+def test_an_expand_that_started_a_service_the_user_stopped_rolls_back_with_the_new_node_deleted_last() -> None:
+    """The demo catalog: n1 has hdfs-namenode stopped by the user; an expand adds n2 with a
+    datanode, which needs the namenode, so the plan starts it (thrown in) after n2's zookeeper
+    and before n2's datanode. The new node's one DELETE stood in for both: ordered before and
+    after the namenode's stop, a cycle (`dependency cycle between tasks`), and the failed
+    expand could not be rolled back. The delete goes last: the namenode stops, then n2 goes."""
+    from pathlib import Path
+
+    from muster.catalog.files import load_catalog
+
+    demo = load_catalog(Path(__file__).resolve().parents[3] / "muster" / "demo" / "catalog").services
+    n1 = node("n1", "base", "zookeeper-server", "hdfs-namenode", "yarn-resourcemanager")
+    n2 = node("n2", "base", "zookeeper-server", "hdfs-datanode")
+    plan = build_plan(demo, [n1, n2], "expand", node_ids=["n2"])
+    assert "n1.start.hdfs-namenode" in plan.thrown_in
+    done = {t.id for t in plan.tasks if t.node == "n2" and t.action.value in ("create", "confirm", "bootstrap", "install", "configure")}
+    done = (done | {"n2.start.zookeeper-server", "n2.status.zookeeper-server", "n1.start.hdfs-namenode", "n2.start.hdfs-datanode"}) & set(plan.index)
+    back = rollback_plan(plan, done, demo, had={("n1", s) for s in n1.services}, meant_stopped={("n1", "hdfs-namenode")})
+    assert [t.id for t in back.tasks] == ["n1.stop.hdfs-namenode", "n2.delete"]
+    assert ("n1.stop.hdfs-namenode", "n2.delete") in {(a, b) for sources, targets in back.links for a in sources for b in targets}
