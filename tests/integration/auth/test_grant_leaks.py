@@ -49,6 +49,13 @@ class Tenant:
                 "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
             return resp.status, await resp.json()
 
+    async def page(self, who: str, path: str) -> str:
+        """A console page as `who` reads it (a script's bearer token, as the console takes one)."""
+        async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers={
+                "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
+            assert resp.status == 200, resp.status
+            return await resp.text()
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant]:
@@ -215,6 +222,9 @@ async def test_a_waiting_jobs_cost_shows_its_reader_only_the_prices_it_may_read(
         said = await acme.muster("apo", "status", job)
         assert said.code == 0 and f"{types[0]} 6 × no price" in said.out, said
         assert rate_of(priced["per_hour"]) not in said.out and rate_of(priced["before_per_hour"]) not in said.out, said
+        page = await acme.page("apo", f"/ui/jobs/{job}")
+        assert f"{types[0]} 6 × no price" in page and rate_of(priced["per_hour"]) not in page, page  # the console's job page
+        assert rate_of(priced["per_hour"]) in await acme.page("alice", f"/ui/jobs/{job}")
         spend = await acme.muster("apo", "cluster", "cost")
         assert spend.code == 0 and "no price" in spend.out, spend  # the same rule
         shown = await acme.muster("alice", "status", job)
