@@ -222,8 +222,8 @@ async def test_a_waiting_jobs_cost_shows_its_reader_only_the_prices_it_may_read(
         said = await acme.muster("apo", "status", job)
         assert said.code == 0 and f"{types[0]} 6 × no price" in said.out, said
         assert rate_of(priced["per_hour"]) not in said.out and rate_of(priced["before_per_hour"]) not in said.out, said
-        page = await acme.page("apo", f"/ui/jobs/{job}")
-        assert f"{types[0]} 6 × no price" in page and rate_of(priced["per_hour"]) not in page, page  # the console's job page
+        html = await acme.page("apo", f"/ui/jobs/{job}")
+        assert f"{types[0]} 6 × no price" in html and rate_of(priced["per_hour"]) not in html, html  # the console's job page
         assert rate_of(priced["per_hour"]) in await acme.page("alice", f"/ui/jobs/{job}")
         spend = await acme.muster("apo", "cluster", "cost")
         assert spend.code == 0 and "no price" in spend.out, spend  # the same rule
