@@ -1,5 +1,5 @@
 """A job's costs as its reader may see them, wherever the tracker answers a job: `GET /v1/jobs/{id}`
-(`muster status`), `GET /v1/jobs/{id}/events` and the console's job page.
+(`muster status`), `GET /v1/jobs/{id}/events`, `GET /v1/events` and the console's job page.
 
 The prices of hardware types the reader may not `read` (`catalog:hardwaretypes/<name>`) are taken
 out as `muster.readmodel.priced` says; the job's nodes and their types come from its plan in the

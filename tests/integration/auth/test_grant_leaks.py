@@ -50,7 +50,7 @@ class Tenant:
             return resp.status, await resp.json()
 
     async def page(self, who: str, path: str) -> str:
-        """A console page as `who` reads it (a script's bearer token, as the console takes one)."""
+        """A console page or a finite event stream as `who` reads it (a script's bearer token, as the console takes one)."""
         async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers={
                 "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
             assert resp.status == 200, resp.status
@@ -218,6 +218,11 @@ async def test_a_waiting_jobs_cost_shows_its_reader_only_the_prices_it_may_read(
         status, page = await acme.get("apo", f"/v1/jobs/{job}/events")
         recorded = [e["event"]["cost"] for e in page["items"] if e["type"] == "JobApprovalRequested"]
         assert status == 200 and len(recorded) == 1 and recorded[0]["per_hour"] == 0, page
+
+        streamed = await acme.page("apo", f"/v1/events?job={job}")  # the log's stream (`muster history`, `events`)
+        costs = [json.loads(line[6:])["event"]["cost"] for line in streamed.splitlines()
+                 if line.startswith("data: ") and '"JobApprovalRequested"' in line]
+        assert len(costs) == 1 and costs[0]["per_hour"] == 0 and costs[0]["unknown"] == types, streamed
 
         said = await acme.muster("apo", "status", job)
         assert said.code == 0 and f"{types[0]} 6 × no price" in said.out, said
