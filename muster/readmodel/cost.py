@@ -36,6 +36,18 @@ def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
     return [each(h, total) for h, total in sorted(cost.get("by_hardware", {}).items())]
 
 
+def unpriced(cost: Mapping[str, Any], layout: Mapping[str, Any] | None) -> str:
+    """What a cost without every price adds for people: each hardware type's nodes and price or
+    `no price` (one its reader may not read, or none in the catalog: `muster cluster cost`'s
+    words), so that a partial total is not read as the whole. '' when every price is in it."""
+    unknown = cost.get("unknown") or []
+    if not unknown:
+        return ""
+    rates = hardware_rates(cost, Layout.model_validate(layout) if layout else None)
+    gone = [h for h in unknown if h not in (cost.get("by_hardware") or {})]  # priced before the job only
+    return " · " + " · ".join(rates + ([f"no price for {', '.join(gone)} (before)"] if gone else []))
+
+
 def waiting_cost(approval: Mapping[str, Any]) -> str:
     """What a job that waits for approval costs, for its approver: at today's prices when its
     planner said (`cost_now`), with the figure of the request when prices moved since; else the
@@ -44,10 +56,12 @@ def waiting_cost(approval: Mapping[str, Any]) -> str:
     asked, now = approval.get("cost") or {}, approval.get("cost_now") or {}
     if now:
         then = f"; {rate(asked['per_hour'])}/h at the prices when it was requested" if asked and rate(asked["per_hour"]) != rate(now["per_hour"]) else ""
-        return f"costs {rate(now['per_hour'])}/h once done at today's prices (now {rate(now.get('before_per_hour', 0))}/h{then})"
+        return (f"costs {rate(now['per_hour'])}/h once done at today's prices (now {rate(now.get('before_per_hour', 0))}/h{then})"
+                + unpriced(now, approval.get("layout")))
     if asked:
         return (f"costs {rate(asked['per_hour'])}/h once done at the prices when it was requested (now "
-                f"{rate(asked.get('before_per_hour', 0))}/h; Check first, or `muster job approve --dry-run`, for today's)")
+                f"{rate(asked.get('before_per_hour', 0))}/h; Check first, or `muster job approve --dry-run`, for today's)"
+                + unpriced(asked, approval.get("layout")))
     return ""
 
 

@@ -83,7 +83,7 @@ class Approvals:
             reason, answer = await self.governance.deny_approval(job, by, judgement)
             await self._end(job, cluster, reason)
             return Rejected(reason=answer, code="forbidden")  # as a request the policies deny at admission
-        news = self.governance.news(job, judgement)
+        news = self.governance.news(job, judgement, by)
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, warnings=news)
@@ -133,11 +133,10 @@ class Approvals:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,
                       catalog_version=saving.catalog_version(facts.catalog),  # the catalog the approved plan was made with
-                      warnings=self.governance.changes(job, judgement),
-                      # the totals and the policies' words as the approver may read them; the plan's cost
-                      # whole, as `muster status` shows a waiting job's to whoever reads it
-                      **self.governance.shown(replace(judgement, wait=None), facts, by, facts.cluster, cluster, preview,
-                                              prices=True))
+                      warnings=self.governance.changes(job, judgement, by),
+                      # the plan's cost, the totals and the policies' words as the approver may read
+                      # them, as `muster status` shows it a waiting job's cost
+                      **self.governance.shown(replace(judgement, wait=None), facts, by, facts.cluster, cluster, preview))
 
     async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
         self.execution.timers.disarm(("approval", str(job.id)))

@@ -160,18 +160,17 @@ class Governance:
         return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc, seen,
                          reads={p.name: disclosure.reads(p.source, priced) for p in rules.policies})
 
-    def reader(self, principal: str | None, tenant: str, prices: bool = False) -> disclosure.Reader:
-        """What `principal` may read of what a policy reads (None: a reader without grants).
-        `prices`: the plan's prices whatever its catalog reads (an approver: a waiting job's
-        cost is shown to whoever reads the job)."""
-        return disclosure.reader(None if prices else self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
+    def reader(self, principal: str | None, tenant: str) -> disclosure.Reader:
+        """What `principal` may read of what a policy reads (None: a reader without grants): an
+        approver too reads a price only with `read` on its hardware type, as a waiting job's cost
+        shows it (docs/governance.md, "Who sees a waiting job's cost")."""
+        return disclosure.reader(self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
 
-    def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None,
-             prices: bool = False) -> tuple[list[str], list[str]]:
+    def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None) -> tuple[list[str], list[str]]:
         """The policies' denials and warnings as `who` is told them (`disclosure.shown`: a
         message whose policy read what `who` may not read is named, not said); `who` None: the
         job's record, which a reader without grants reads too."""
-        may = self.reader(principal, tenant, prices)
+        may = self.reader(principal, tenant)
         return tuple(  # type: ignore[return-value]
             [f"{f.message} (policy {f.policy})" for f in disclosure.shown(rule, found, judgement.reads, may, who)]
             for rule, found in (("deny", judgement.verdict.denials), ("warn", judgement.verdict.warnings)))
@@ -225,12 +224,12 @@ class Governance:
                               denials=_messages(verdict.denials), warnings=_messages(verdict.warnings), approved_by=by)
         subject = subjects.denied_events(job.tenant, str(job.id))
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:approval:{len(verdict.denials)}")])
-        told = (self.said(judgement, job.tenant, None, None)[0], self.said(judgement, job.tenant, by, by, prices=True)[0])
+        told = (self.said(judgement, job.tenant, None, None)[0], self.said(judgement, job.tenant, by, by)[0])
         record, answer = (f"approved by {by}, but the tenant's policies deny it now: {'; '.join(r)}; nothing ran: ask again"
                           for r in told)
         return record, answer
 
-    def news(self, job: Job, judgement: Judgement) -> list[str]:
+    def news(self, job: Job, judgement: Judgement, by: str) -> list[str]:
         """What an approval's answer says: warnings the policies give now (recorded), and a cost
         that differs from the one the approval request showed (the catalog's prices changed)."""
         if judgement.verdict.warnings:
@@ -239,16 +238,22 @@ class Governance:
             job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in self._recorded(judgement, job.tenant)
                                                                            if (m.policy, m.message) not in known]))
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
-        return out + [f"{c}; the policies allowed it at that cost" for c in self.changes(job, judgement, warnings=False)]
+        return out + [f"{c}; the policies allowed it at that cost" for c in self.changes(job, judgement, by, warnings=False)]
 
-    def changes(self, job: Job, judgement: Judgement, warnings: bool = True) -> list[str]:
-        """What differs now from what the approval request showed: the cost, a new warning (as
-        the job records it: compared with the job's record)."""
+    def changes(self, job: Job, judgement: Judgement, by: str, warnings: bool = True) -> list[str]:
+        """What differs now from what the approval request showed `by`: the cost (its figures
+        only when `by` may read every price in them), a new warning (as the job records it:
+        compared with the job's record)."""
         known = {(w["policy"], w["message"]) for w in job.warnings}
         out = [f"{w.message} (policy {w.policy}; new since the request)" for w in self._recorded(judgement, job.tenant)
                if warnings and (w.policy, w.message) not in known]
         asked = (job.approval or {}).get("cost") or {}
-        if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
+        hidden = sorted({n.hardwaretype for n in [*job.nodes, *job.previous_nodes]
+                         if not self.catalog_reader(by, job.tenant)(f"hardwaretypes/{n.hardwaretype}")})
+        if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour) and hidden:
+            out.append(f"its cost at the catalog's prices now differs from the one when it was requested; {by} is not shown "
+                       f"the prices of {', '.join(hidden)} (`read` on catalog:hardwaretypes/<name>)")
+        elif asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
             out.append(f"it costs {rate(judgement.cost.per_hour)}/h at the catalog's prices now "
                        f"({rate(asked.get('per_hour', 0.0))}/h when it was requested)")
         return out
@@ -279,15 +284,15 @@ class Governance:
         return notes
 
     def shown(self, judgement: Judgement, facts: Facts, by: str, before: Cluster | None, cluster: Cluster,
-              preview: Any, prices: bool = False) -> dict[str, Any]:
+              preview: Any) -> dict[str, Any]:
         """A judgement's cost and policy notes as `by` (`facts.principal`) is shown them. The
         policies judge the whole input; the answer shows only what `by` may read, as `GET /v1/cost`
         does: prices of the hardware types it may read, the tenant's totals only with read on
         every cluster, and a policy's message only when `by` may read what that policy read."""
         wait = judgement.wait
-        facts = replace(facts, may_read=None if prices else self.catalog_reader(facts.principal, facts.tenant))
+        facts = replace(facts, may_read=self.catalog_reader(facts.principal, facts.tenant))
         cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
-        deny, warn = self.said(judgement, facts.tenant, facts.principal, by, prices)
+        deny, warn = self.said(judgement, facts.tenant, facts.principal, by)
         return {"cost": cost.model_dump(mode="json"), "policy": {
             "deny": deny, "warn": warn, "approval": list(wait.rules) if wait is not None else [],
             "input": shown_input(judgement.input, cost, self.totals_reader(facts.principal, facts.tenant))}}

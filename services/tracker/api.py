@@ -86,7 +86,8 @@ class JobStatus(_Out):
         "cluster_version, digest, and the decision (null while it waits; approved, rejected, expired), by and comment; "
         "cost_now: while it waits, the plan's cost at the catalog's prices now, as an approval now would judge it (per_hour, "
         "before_per_hour, by_hardware, unknown; absent when the job's planner did not answer); approved_cost: the cost at "
-        "the prices of its approval, which judged it again (decision 42)"))
+        "the prices of its approval, which judged it again (decision 42); each without the price of a hardware type the reader "
+        "may not read (0, listed in unknown: docs/governance.md, \"Who sees a waiting job's cost\")"))
     policy_warnings: list[dict[str, Any]] = Field(default_factory=list, description="what the tenant's policies warned of: policy, version, message")
     trace_id: str | None = Field(default=None, description=(
         "the job's trace (32 hex digits) in the tracing UI, when tracing was on at its request (docs/tracing.md); null "

@@ -27,7 +27,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, contract, governance, log_stream, people, planner_view, pools, sse, write_routes
+from . import api, contract, governance, log_stream, people, planner_view, pools, priced, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -95,8 +95,10 @@ async def get_job(request: web.Request) -> web.Response:
     body = await request.app[TRACKER].job_status_json(tenant, job_id)
     if body is None:
         return not_found("job", job_id, tenant)
-    if not _operator(request):
-        body = json.dumps(planner_view.status_for(json.loads(body))).encode()
+    if not _operator(request) or b'"approval": {' in body:  # (the answer is kept as bytes: decoded only to change it)
+        status = await priced.status_shown(request.app[TRACKER].store, tenant, job_id, json.loads(body),
+                                           priced.hidden_by(request[auth_.AUTHZ].may, tenant))
+        body = json.dumps(status if _operator(request) else planner_view.status_for(status)).encode()
     return web.Response(body=body, content_type="application/json")
 
 
@@ -116,6 +118,8 @@ async def get_job_events(request: web.Request) -> web.Response:
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
     if page is None:
         return not_found("job", job_id, tenant)
+    page = replace(page, items=await priced.events_shown(request.app[TRACKER].store, tenant, job_id, page.items,
+                                                         priced.hidden_by(request[auth_.AUTHZ].may, tenant)))
     return page_json(page if _operator(request) else replace(page, items=[planner_view.event_for(e) for e in page.items]))
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -34,7 +36,7 @@ from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
 from . import auth as auth_
-from . import planner_view
+from . import planner_view, priced
 from .app import event_json, skipped_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, last_event_id, not_an_id, shown, tenant_of
 from .people import flag, needs_query, resolve_cluster, time_query
@@ -47,6 +49,8 @@ from .story import cluster_history
 log = structlog.get_logger("muster.tracker")
 
 JETSTREAM_LOG = web.AppKey("jetstream_log", EventStore)
+Priced = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""An event as served, with the plan cost it records as the reader is shown it (priced.py)."""
 """The log as JetStream, for the live tail (an ordered consumer): set by `http.make_app`; every
 other read goes through the tracker's event log port."""
 
@@ -152,15 +156,21 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     # tenant named), and a planner as "a planner" (planner_view.py).
     viewer = None if planner_view.sees_deployment(principal) else tenant
     store = request.app[JETSTREAM_LOG]
+    hidden = priced.hidden_by(request[auth_.AUTHZ].may, tenant)
+
+    async def priced_as(data: dict[str, Any]) -> dict[str, Any]:
+        """An event's plan cost with the prices the reader may read (priced.py)."""
+        return (await priced.events_shown(store, tenant, str(data["event"].get("job_id")), [data], hidden))[0]
+
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
     response = stream_response(request)
     await response.prepare(request)
     try:
         for r in history:
-            await _send(response, r, since, viewer)
+            await _send(response, r, since, viewer, priced_as)
         if follow and not await _job_over(store, selection, end):
-            if not await _follow(response, store, selection, max(after, end), since, viewer,
+            if not await _follow(response, store, selection, max(after, end), since, viewer, priced_as,
                                  auth_.still_reading(request, selection.scope)):
                 return response  # the reader lost its right to it: the stream ended saying so
         await response.write(sse("end", None, {"seq": end}))
@@ -183,7 +193,8 @@ async def _job_over(store: EventLog, selection: Selection, end: int) -> bool:
     return bool(own) and own[-1].type in FINAL_JOB_EVENTS
 
 
-async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None) -> None:
+async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None,
+                priced_as: Priced) -> None:
     if since is not None and r.time < since:
         return
     if isinstance(r.event, Undecodable):
@@ -191,11 +202,13 @@ async def _send(response: web.StreamResponse, r: Recorded, since: datetime | Non
         await response.write(sse("skipped", r.seq, skipped_json(r)))
     else:
         data = event_json(r)
+        if r.type in priced.PRICED_EVENTS:  # a plan's cost: the prices the reader may read (priced.py)
+            data = await priced_as(data)
         await response.write(sse("event", r.seq, data if viewer is None else planner_view.event_for(event_for(data, viewer))))
 
 
 async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,
-                  since: datetime | None, viewer: str | None, still: Still) -> bool:
+                  since: datetime | None, viewer: str | None, priced_as: Priced, still: Still) -> bool:
     """From just after `after`, live: a job's story until its last final event. False when the
     reader lost its right to the stream on the way (`still`, asked before each event)."""
     queue: asyncio.Queue[Msg] = asyncio.Queue()
@@ -211,7 +224,7 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
                 continue
             if await end_if_lost(response, still):
                 return False
-            await _send(response, r, since, viewer)
+            await _send(response, r, since, viewer, priced_as)
             if selection.job is not None and r.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                 return True
         return True

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from contracts.events import FINAL_JOB_STATES
-from muster.readmodel.cost import rate, waiting_cost
+from muster.readmodel.cost import rate, unpriced, waiting_cost
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -53,7 +53,8 @@ def approval_line(a: dict[str, Any], waiting: bool, job_id: str = "JOB") -> str:
     """A job's approval for people: what it waits for and what it costs, or how it was decided;
     while it waits, the commands that decide it, whole, to paste."""
     cost = a.get("cost") or {}
-    costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
+    costs = (f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)"
+             f"{unpriced(cost, a.get('layout'))}") if cost else ""
     if waiting:
         costs = f"; {waiting_cost(a)}" if cost else ""
         return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {shown_time(a.get('expires_at'))}{costs}: "

@@ -20,7 +20,7 @@ from .bigjob import ATTENTION, GROUP_TASKS, PAGE_ROWS, JobFold, aggregate, group
 from .controls import CONTROLS, controls_for
 from .folds import JobFolds
 from .graph import attempts
-from .kit import NotFound, render, tracker_of
+from .kit import NotFound, priced_for, render, tracker_of
 from .session import Viewer
 
 FOLDS = web.AppKey("console-folds", JobFolds)
@@ -49,7 +49,8 @@ def _filters(request: web.Request, fold: JobFold) -> tuple[str | None, str | Non
 async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, said: str | None) -> web.StreamResponse:
     readable(fold, viewer, job_id)
     state, part, number = _filters(request, fold)
-    status = await tracker_of(request).with_cost_now(viewer.tenant, job_id, await tracker_of(request).place_in_line(fold.now()))
+    status = await priced_for(request, viewer, job_id, await tracker_of(request).with_cost_now(
+        viewer.tenant, job_id, await tracker_of(request).place_in_line(fold.now())))
     status = status if viewer.operator else status_for(status)  # (the fold is shared by every viewer)
     agg = aggregate(fold)
     shown, matching = rows(fold, state, part, (number - 1) * PAGE_ROWS)

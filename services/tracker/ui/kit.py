@@ -17,7 +17,7 @@ from aiohttp import web
 from contracts.identity import Permission
 from muster.bus.eventstore import StoreError
 
-from .. import api, csrf
+from .. import api, csrf, priced
 from ..app import Tracker
 from ..auth import job_cluster
 from .session import NeedsSignIn, Viewer, auth_of, session_token, viewer_of
@@ -87,6 +87,12 @@ class NotAllowed(Exception):
 def tracker_of(request: web.Request) -> Tracker:
     assert TRACKER_KEY is not None
     return request.app[TRACKER_KEY]
+
+
+async def priced_for(request: web.Request, viewer: Viewer, job_id: str, status: dict[str, Any]) -> dict[str, Any]:
+    """A job's status with the prices `viewer` may not read taken out, as the API answers it (../priced.py)."""
+    return await priced.status_shown(tracker_of(request).store, viewer.tenant, job_id, status,
+                                     lambda name: not viewer.may_catalog("read", "hardwaretypes", name))
 
 
 def render(request: web.Request, template: str, viewer: Viewer | None, code: int = 200, **context: Any) -> web.Response:

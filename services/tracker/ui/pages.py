@@ -36,6 +36,7 @@ from .kit import (
     console_path,
     is_uuid,
     page,
+    priced_for,
     readable_cluster,
     redirect,
     render,
@@ -193,7 +194,8 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = reads.job_page(history)
     if data is None:
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
-    data["status"] = await tracker_of(request).with_cost_now(viewer.tenant, job_id, await tracker_of(request).place_in_line(data["status"]))
+    data["status"] = await priced_for(request, viewer, job_id, await tracker_of(request).with_cost_now(
+        viewer.tenant, job_id, await tracker_of(request).place_in_line(data["status"])))
     group = request.query.get("group", "node")
     if group not in GROUPS:
         group = "node"

@@ -2,7 +2,7 @@
 to what it may ask (session 32's audit, docs/security.md "What a refusal names"): another
 principal's request under a reused `--request-id`, a cluster named to one who may not read it
 (the tracker's reads, a saved plan applied), the prices and tenant totals a dry run shows, and an
-operator's command in a tenant's 404 for a pool. Real processes as `muster up` starts them
+operator's command in a tenant's 404 for a pool; the prices in a waiting job's cost (session 33). Real processes as `muster up` starts them
 (nats-server with authorization on, the auth service, planner, solver, provisioner, tracker)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from muster.readmodel.cost import rate
 from muster.runtime.supervisor import Deployment
 
 from .deployed import Ran, auth_requests, deployed, run_as
@@ -48,6 +49,13 @@ class Tenant:
                 "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
             return resp.status, await resp.json()
 
+    async def page(self, who: str, path: str) -> str:
+        """A console page or a finite event stream as `who` reads it (a script's bearer token, as the console takes one)."""
+        async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers={
+                "Authorization": f"Bearer {self.tokens[who]}"}) as resp:
+            assert resp.status == 200, resp.status
+            return await resp.text()
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant]:
@@ -58,11 +66,12 @@ async def acme(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tenant
             await ask("grant", principal=user, permission=permission, scope=scope, tenant="acme")
 
         tokens = {"root": deployment.admin_token() or ""}
-        for user in ("alice", "wanda", "dave", "tina"):  # dave: no grants
+        for user in ("alice", "wanda", "dave", "tina", "apo"):  # dave: no grants
             tokens[user] = (await ask("user-create", principal=user, tenant="acme"))["token"]
         for user, permission, scope in (("alice", "write", "cluster:*"), ("alice", "read", "catalog:*"),
                                         ("wanda", "read", "catalog:*"), ("tina", "write", "cluster:*"),
-                                        ("tina", "read", "catalog:clustertemplates/hadoop-small")):
+                                        ("tina", "read", "catalog:clustertemplates/hadoop-small"),
+                                        ("apo", "approve", "cluster:*"), ("apo", "read", "cluster:*")):  # apo: no catalog
             await grant(user, permission, scope)
         made = Tenant(deployment, tokens)
         for name in ("c1", "c2"):
@@ -180,3 +189,56 @@ async def test_a_job_refused_to_one_who_may_not_read_its_cluster_asks_for_a_gran
     # wanda reads c1 (her write on it): asked on the cluster, which covers every later job too.
     refused = await acme.muster("wanda", "job", "cancel", job)
     assert refused.code == 4 and f"muster grant wanda execute --scope cluster:{c1})" in refused.err, refused
+
+
+async def test_a_waiting_jobs_cost_shows_its_reader_only_the_prices_it_may_read(acme: Tenant) -> None:
+    """An approver without `read` on the hardware types reads the waiting job's nodes and types
+    with no price, as `muster cluster cost` shows it them; one with catalog read, the prices."""
+    added = await acme.muster("root", "rule", "add", "grown", "-o", "expand", "--min-nodes", "6", "--tenant", "acme")
+    assert added.code == 0, added
+    job = ""
+    try:
+        waiting = await acme.muster("alice", "cluster", "expand", "c2", "--add", "4", "--json")
+        assert waiting.code == 0 and "waits for approval" in waiting.out, waiting
+        job = json.loads(waiting.out)["job_id"]
+        status, seen = await acme.get("alice", f"/v1/jobs/{job}")
+        assert status == 200 and seen["state"] == "waiting_for_approval", seen
+        priced = seen["approval"]["cost"]
+        types = sorted(priced["by_hardware"])
+        assert priced["per_hour"] > 0 and priced["before_per_hour"] > 0 and not priced["unknown"], priced
+        assert seen["approval"]["cost_now"]["per_hour"] == priced["per_hour"], seen["approval"]
+
+        status, seen = await acme.get("apo", f"/v1/jobs/{job}")
+        assert status == 200, seen
+        for field in ("cost", "cost_now"):
+            cost = seen["approval"][field]
+            assert cost["per_hour"] == 0 and cost["before_per_hour"] == 0 and cost["unknown"] == types, (field, cost)
+            assert set(cost["by_hardware"]) == set(types) and not any(cost["by_hardware"].values()), (field, cost)
+        assert len(seen["approval"]["cost"]["per_node"]) == 6 and not any(seen["approval"]["cost"]["per_node"].values())
+        status, page = await acme.get("apo", f"/v1/jobs/{job}/events")
+        recorded = [e["event"]["cost"] for e in page["items"] if e["type"] == "JobApprovalRequested"]
+        assert status == 200 and len(recorded) == 1 and recorded[0]["per_hour"] == 0, page
+
+        streamed = await acme.page("apo", f"/v1/events?job={job}")  # the log's stream (`muster history`, `events`)
+        costs = [json.loads(line[6:])["event"]["cost"] for line in streamed.splitlines()
+                 if line.startswith("data: ") and '"JobApprovalRequested"' in line]
+        assert len(costs) == 1 and costs[0]["per_hour"] == 0 and costs[0]["unknown"] == types, streamed
+
+        said = await acme.muster("apo", "status", job)
+        assert said.code == 0 and f"{types[0]} 6 × no price" in said.out, said
+        assert rate_of(priced["per_hour"]) not in said.out and rate_of(priced["before_per_hour"]) not in said.out, said
+        html = await acme.page("apo", f"/ui/jobs/{job}")
+        assert f"{types[0]} 6 × no price" in html and rate_of(priced["per_hour"]) not in html, html  # the console's job page
+        assert rate_of(priced["per_hour"]) in await acme.page("alice", f"/ui/jobs/{job}")
+        spend = await acme.muster("apo", "cluster", "cost")
+        assert spend.code == 0 and "no price" in spend.out, spend  # the same rule
+        shown = await acme.muster("alice", "status", job)
+        assert shown.code == 0 and f"costs {rate_of(priced['per_hour'])}" in shown.out and "no price" not in shown.out, shown
+    finally:
+        await acme.muster("root", "rule", "delete", "grown", "--tenant", "acme")
+        if job:  # (the other tests expand no cluster this far)
+            await acme.muster("root", "job", "reject", job, "--tenant", "acme")
+
+
+def rate_of(value: float) -> str:
+    return f"{rate(value)}/h"

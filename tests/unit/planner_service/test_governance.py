@@ -495,3 +495,30 @@ async def test_an_approver_that_may_not_read_the_totals_is_told_the_policy_not_i
     assert job.state == "failed" and "kept from the job's record" in job.error and "NODES=" not in job.error, job.error
     [denied] = [r.event for r in h.log.records if r.type == "RequestDenied"]
     assert denied.denials[0].message == "NODES=2" and denied.approved_by == "operator"
+
+
+async def test_an_approver_that_may_not_read_the_prices_is_shown_the_plan_without_them() -> None:
+    """`muster job approve --dry-run` and an approval's answer showed an approver without `read`
+    on the hardware types the plan's prices and how they moved, which `muster cluster cost` and
+    a waiting job's status hide from it (docs/governance.md, "Who sees a waiting job's cost")."""
+    ids = identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*")), READS_TEMPLATES,
+                     ("operator", "approve", Scope(tenant="default", kind="cluster", id="*")))
+    h = Harness(identities=ids)
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2, request_id="p"), principal="builder")
+    assert isinstance(waiting, Accepted), waiting
+    await h.settle()
+    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
+    assert asked is not None and asked.per_hour > 0
+    double_the_prices(h)
+    seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="operator")
+    assert isinstance(seen, DryRun) and seen.cost is not None and seen.policy is not None, seen
+    assert seen.cost["per_hour"] == 0 and seen.cost["unknown"] == sorted(asked.by_hardware), seen.cost
+    assert seen.policy["input"]["cost"]["per_hour"] == 0
+    figures = (f"{asked.per_hour:.2f}", f"{asked.per_hour * 2:.2f}")
+    assert any("differs from the one when it was requested; operator is not shown the prices of" in w for w in seen.warnings)
+    assert not any(f in w for w in seen.warnings for f in figures), seen.warnings
+    told = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="root")  # reads the catalog
+    assert isinstance(told, DryRun) and told.cost is not None and told.cost["per_hour"] == asked.per_hour * 2, told
+    ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="operator")
+    assert isinstance(ok, Accepted) and ok.warnings and not any(f in w for w in ok.warnings for f in figures), ok

@@ -1,0 +1,54 @@
+"""A job's recorded costs as one reader is shown them (pure): without the prices of the hardware
+types it may not read, as `muster cluster cost`, `GET /v1/cost` and a dry run show them
+(docs/governance.md, "Who sees a waiting job's cost").
+
+A job that waits for approval carries its plan's cost (`approval.cost`, the request's figure;
+`cost_now`, today's; `approved_cost` once approved), and whoever reads the job reads its record:
+an approver with `approve` and no `read` on `catalog:hardwaretypes/<name>` read a price there that
+`muster cluster cost` hides from it. A hardware type the reader may not read has no price: 0,
+listed in `unknown`; its node count and type stay (the job's layout shows them anyway). The
+cost before the job is a sum over the nodes the job replaces: when one of them is of a hidden type,
+it is summed again from the readable types' prices in the plan, and a readable type the job
+removes whole (its price in no other figure) is said to have no price too, rather than be
+derived from a total that holds the hidden one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+COSTS = ("cost", "cost_now", "approved_cost")
+"""The approval's fields that hold a plan's cost (`contracts.approvals.PlanCost` as JSON)."""
+
+Hidden = Callable[[str], bool]
+"""Is this hardware type's price kept from the reader?"""
+
+
+def masked(cost: Mapping[str, Any], hidden: Hidden, target: Mapping[str, str], previous: Sequence[str]) -> dict[str, Any]:
+    """`cost` as the reader is shown it. `target`: node id -> hardware type of the cluster once
+    the job is done (the nodes `per_node` prices); `previous`: the hardware types of its nodes before."""
+    by_hardware: dict[str, float] = dict(cost.get("by_hardware") or {})
+    secret = {h for h in {*by_hardware, *previous, *target.values()} if hidden(h)}
+    if not secret:
+        return dict(cost)
+    counts = Counter(target.values())
+    shown = {h: 0.0 if h in secret else v for h, v in by_hardware.items()}
+    out: dict[str, Any] = {**cost, "by_hardware": shown, "per_hour": round(sum(shown.values()), 6)}
+    if "per_node" in cost:  # a node the record does not place has no price either: nothing is guessed
+        out["per_node"] = {n: p if target.get(n, "") in by_hardware and target[n] not in secret else 0.0
+                           for n, p in cost["per_node"].items()}
+    unknown = set(cost.get("unknown") or ()) | secret
+    if secret & set(previous):
+        each = {h: v / counts[h] for h, v in shown.items() if counts[h] and h not in secret}
+        unknown |= {h for h in previous if h not in each}
+        out["before_per_hour"] = round(sum(each.get(h, 0.0) for h in previous), 6)
+    out["unknown"] = sorted(unknown)
+    return out
+
+
+def approval_shown(approval: Mapping[str, Any], hidden: Hidden, target: Mapping[str, str],
+                   previous: Sequence[str]) -> dict[str, Any]:
+    """A job's `approval` with each of its costs `masked`."""
+    return {**approval, **{k: masked(approval[k], hidden, target, previous) for k in COSTS if approval.get(k)}}
