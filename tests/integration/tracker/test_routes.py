@@ -253,7 +253,7 @@ async def test_a_wrong_method_is_a_405_in_json(lone: Any) -> None:
     ("POST", "/v1/clusters?dry-run=1", "dry-run", "dry_run"),
     ("GET", "/v1/jobs?stat=failed", "stat", "cluster, state, limit, after"),  # listed every job, as if filtered
     ("GET", f"/v1/jobs/{UNKNOWN}?follow=true", "follow", "none"),
-    ("GET", "/v1/events?jobb=x", "jobb", "subject, job, cluster, jobs, after, since, follow"),
+    ("GET", "/v1/events?jobb=x", "jobb", "subject, job, cluster, needs, jobs, after, since, follow"),
     ("DELETE", f"/v1/clusters/{UNKNOWN}?force=true", "force", "dry_run")])
 async def test_a_query_parameter_the_route_does_not_take_is_a_400_naming_it(lone: Any, method: str, path: str, unknown: str,
                                                                           takes: str) -> None:
