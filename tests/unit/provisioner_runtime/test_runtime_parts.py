@@ -81,6 +81,9 @@ def _run_main(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[Any, di
 
     monkeypatch.setattr(entrypoint, "PluginRegistry", Registry)
     monkeypatch.setattr(entrypoint, "main_for", lambda name, url, setup: seen.setdefault("service", name))
+    # Not this process's logging: set up here, the test process's log went to this command's
+    # captured stderr for good, and a later test reading its log saw nothing (test_allow_reload).
+    monkeypatch.setattr(entrypoint, "configure_logging", lambda service: seen.setdefault("logging", service))
     return CliRunner().invoke(entrypoint.main, args), seen
 
 
