@@ -50,11 +50,15 @@ ANSWER_S = 10.0
 accepted the connection and says nothing is exit 3 after this, not after SILENT_S (a wait of 46 s,
 session 33). Only the start of an answer: a stream then waits on its events as long as they take.
 Above the few seconds a tracker takes to answer 503 when it cannot reach the log."""
+STREAM_ANSWER_S = 30.0
+"""The same for a stream of the log's events (`events`: history, `cluster list`, `--wait`): the
+tracker reads the history it sends before its first line, and a whole tenant's, or a
+10,000-node cluster's (over 100,000 events, read at some 27,000 a second), takes seconds."""
 RECONNECTS = 3
 
 
 class SilentTracker(TimeoutError):
-    """The tracker accepted the connection and sent no answer within ANSWER_S."""
+    """The tracker accepted the connection and sent no answer within `args[0]` seconds."""
 
 
 def recorded(item: dict[str, Any]) -> Recorded:
@@ -120,17 +124,19 @@ class TrackerReads:
         except (aiohttp.ClientError, SilentTracker) as err:
             raise self._unreachable(err) from None
 
-    async def _answer(self, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
-        """GET `path`: the answer once its status and headers came, else SilentTracker after ANSWER_S."""
+    async def _answer(self, path: str, params: dict[str, Any], within: float | None = None) -> aiohttp.ClientResponse:
+        """GET `path`: the answer once its status and headers came, else SilentTracker after
+        `within` seconds (ANSWER_S)."""
         import aiohttp
 
+        limit = ANSWER_S if within is None else within
         try:
-            async with asyncio.timeout(ANSWER_S):
+            async with asyncio.timeout(limit):
                 return await self.http.get(self.url + path, params=_query(params))
         except aiohttp.ClientError:  # its own timeouts too (a connect that took too long): not a silent tracker
             raise
         except TimeoutError:
-            raise SilentTracker from None
+            raise SilentTracker(limit) from None
 
     async def pages(self, path: str, **params: Any) -> list[dict[str, Any]]:
         """Every item of a paged route."""
@@ -169,7 +175,7 @@ class TrackerReads:
 
     def _unreachable(self, err: BaseException) -> CliError:
         if isinstance(err, SilentTracker):
-            return CliError(f"the tracker at {self.url} accepted the connection but did not answer within {ANSWER_S:g} s: "
+            return CliError(f"the tracker at {self.url} accepted the connection but did not answer within {err.args[0]:g} s: "
                             "is it overloaded or stopped (a paused process, a debugger), or is something other than "
                             "the tracker listening there?", EXIT_UNREACHABLE)
         refused = http_refusal(err, self.url, self._data_dir)
@@ -195,7 +201,7 @@ class TrackerReads:
         while True:
             params = {**selection, "after": after, "follow": follow}
             try:
-                async with await self._answer("/v1/events", params) as resp:
+                async with await self._answer("/v1/events", params, STREAM_ANSWER_S) as resp:
                     await self._check(resp)
                     opened = True
                     async for kind, data in _server_sent(resp.content):
