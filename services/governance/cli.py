@@ -38,10 +38,10 @@ from muster.ops_care_cli import seconds
 from muster.tables import Output, print_rows
 from muster.times import shown_time
 
-from .domain import bindings
+from .domain import stored
 from .domain.deliveries import said
-from .domain.policies import PolicyCompileError, PolicySource, compile_policy, is_builtin
-from .domain.references import absent_inputs, unknown_inputs
+from .domain.policies import PolicySource
+from .domain.references import absent_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Output(highlight=False, soft_wrap=True, markup=False)
@@ -186,11 +186,12 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
-    # A policy applied before `policy apply` refused these (session 33) is still in force, and
-    # does not do what it says: its author is told here, where the tenant's policies are read.
+    # A policy applied before a check of `policy apply` denies every operation (fail closed,
+    # `stored.compile_all`): its author is told here too, where the tenant's policies are read.
     for i in answer.items:
-        for wrong in bindings.mistakes(i["name"], str(i["entity"].get("source", "")), is_builtin):
-            click.echo(f"warning: {wrong}; apply it again corrected (`policy apply` refuses it now)", err=True)
+        compiled, found = stored.problems(i["name"], str(i["entity"].get("source", "")), int(i["version"]))
+        if compiled is None:
+            click.echo(f"warning: {stored.fails_closed(i['name'], int(i['version']), found)}", err=True)
 
 
 @policy.command("delete")
@@ -227,16 +228,9 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
     """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
     source = _text(file)
-    try:
-        compile_policy(_name(file), source)
-    except PolicyCompileError as err:
-        raise CliError(f"{file}: {err}", EXIT_INVALID) from None
-    unknown = unknown_inputs(source)
-    if unknown:  # `policy apply` refuses it the same way
-        raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
-                                     "holds)", *unknown]), EXIT_INVALID)
-    if wrong := bindings.mistakes(_name(file), source, is_builtin):  # as `policy apply` refuses them
-        raise CliError("\n  ".join([f"{file}: the policy would not do what it says", *wrong]), EXIT_INVALID)
+    compiled, found = stored.problems(_name(file), source)
+    if compiled is None:  # as `policy apply` refuses it
+        raise CliError("\n  ".join([f"{file}: refused, as `muster policy apply` would refuse it", *found]), EXIT_INVALID)
     try:
         document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
