@@ -193,7 +193,8 @@ def first_comment(source: str) -> str:
 @bus_options
 @command
 async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
-    """The tenant's policies."""
+    """The tenant's policies. One that fails a check `policy apply` makes now (applied before
+    it) denies every operation it judges: a warning on stderr says which check, and how to end it."""
     tenant, answer = await ask_in(bus, "list", "policy", as_json, "policy list")
     if as_json:
         echo_json(answer.model_dump(mode="json"))
@@ -243,7 +244,9 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 @json_option
 @guarded
 def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
-    """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
+    """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied; 2
+    if `muster policy apply` would refuse it (a compile error, a local declared twice, a name
+    nothing binds...: each with its line)."""
     source = _text(file)
     compiled, found = stored.problems(file.stem, source)  # named as the file: nothing is stored
     if compiled is None:  # as `policy apply` refuses it
