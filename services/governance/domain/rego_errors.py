@@ -109,15 +109,24 @@ def statements(source: str) -> list[tuple[int, int]]:
 
 
 def refused_statement(source: str, builds: Callable[[str], bool]) -> Problem | None:
-    """The first statement from which the module stops building, compiled one more at a time:
-    rego-cpp refuses some modules with no error at all (a function's argument assigned again in
-    its body: `f(x) := y if { x := 2 ... }`), and its author was told `rego-errorseq(0x7f...)`."""
-    for start, end in statements(source):
-        if not builds(source[:end]):
-            line = source[:start].count("\n") + 1
-            last = source[:end].rstrip().count("\n") + 1
-            return Problem(line, UNSAID, last if last > line else 0, True)
-    return None
+    """The first statement from which the module stops building, by bisecting its prefixes (a
+    rule added to a module that does not build does not make it build): rego-cpp refuses some
+    modules with no error at all (a function's argument assigned again in its body: `f(x) := y
+    if { x := 2 ... }`), and its author was told `rego-errorseq(0x7f...)`."""
+    spans = statements(source)
+    low, high = 0, len(spans)  # the first failing prefix is in [low, high); high: none fails
+    while low < high:
+        mid = (low + high) // 2
+        if builds(source[: spans[mid][1]]):
+            low = mid + 1
+        else:
+            high = mid
+    if low == len(spans):
+        return None
+    start, end = spans[low]
+    line = source[:start].count("\n") + 1
+    last = source[:end].rstrip().count("\n") + 1
+    return Problem(line, UNSAID, last if last > line else 0, True)
 
 
 def explained(problem: Problem, source: str) -> str:
@@ -130,5 +139,5 @@ def explained(problem: Problem, source: str) -> str:
     if problem.last_line:
         text += f"; the mistake is in lines {problem.line}-{problem.last_line}"
     if problem.message == UNSAID:
-        text += " (compiled one rule more at a time, this is the first rule that does not)"
+        text += " (the module's first rules build without it, and not with it)"
     return text

@@ -49,6 +49,15 @@ def test_a_functions_argument_assigned_in_its_body_is_refused_with_its_line() ->
                                   "(OPA refuses it: arg x redeclared)"), problems
 
 
+@pytest.mark.parametrize("before", [0, 1, 5])
+def test_the_rule_rego_cpp_refuses_without_a_word_is_found_among_others(before: int) -> None:
+    rules = "".join(f"r{i} := {i}\n\n" for i in range(before))
+    body = rules + 'f(x) := y if {\n  x := 2\n  y := x\n}\n\nlast := 1\n\ndeny contains msg if {\n  msg := sprintf("%v", [f(1)])\n}\n'
+    line = 4 + 2 * before
+    assert put(body)[0].startswith(f"policy 'p' does not compile (line {line}): rego-cpp refuses it without saying why; "
+                                   f"line {line} reads `f(x) := y if {{`; the mistake is in lines {line}-{line + 3}")
+
+
 @pytest.mark.parametrize("body", [
     'deny contains msg if {\n  x := 1\n  xs := [x | x := input.layout[_]]\n  msg := sprintf("%v", [x, xs])\n}\n',
     'deny contains msg if {\n  x := 1\n  msg := sprintf("%v", [x])\n}\n\ndeny contains msg if {\n  x := 2\n'
