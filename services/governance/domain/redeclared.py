@@ -101,13 +101,17 @@ def _end_of_some(code: str, at: int) -> int:
 
 def _read(code: str, scope: _Scope, start: int, end: int) -> None:
     """The names a statement of `scope` reads outside its nested brackets: each is `referenced`
-    in it unless the scope has it already (a call's name is not)."""
-    depth = 0
+    in it unless the scope has it already (a call's name is not, nor `every`'s own names: `every
+    k, v in xs { ... }` declares them for its body only)."""
+    depth, every = 0, False
     for m in re.finditer(r"[{}\[\]()]|(?<![\w.])[A-Za-z_]\w*", code[start:end]):
         token = m.group(0)
         if token in "{[(":
             depth += 1
         elif token in "}])":
             depth -= 1
-        elif depth == 0 and token not in KEYWORDS and not token.startswith("_") and not _is_call(code, start + m.end()):
+        elif depth == 0 and token in ("every", "in"):
+            every = token == "every"
+        elif (depth == 0 and not every and token not in KEYWORDS and not token.startswith("_")
+              and not _is_call(code, start + m.end())):
             scope.known.setdefault(token, "referenced")

@@ -66,6 +66,7 @@ def test_the_rule_rego_cpp_refuses_without_a_word_is_found_among_others(before: 
     'deny contains msg if {\n  xs := [\n    1,\n    2]\n  y := count(xs)\n  msg := sprintf("%v", [\n    y])\n}\n',
     'deny contains msg if {\n  ys := {y: z | some y in [1]; z := y}\n  msg := sprintf("%v", [ys])\n}\n',
     'deny contains "x := 1; x := 2" if {\n  # x := 3\n  input.request.nodes > 3\n}\n',
+    'deny contains msg if {\n  every g in input.layout { g.count < 3 }\n  g := 1\n  msg := sprintf("%v", [g])\n}\n',
 ])
 def test_what_opa_takes_is_not_refused(body: str) -> None:
     assert put(body) == []
