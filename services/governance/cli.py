@@ -196,20 +196,23 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     """The tenant's policies. One that fails a check `policy apply` makes now (applied before
     it) denies every operation it judges: a warning on stderr says which check, and how to end it."""
     tenant, answer = await ask_in(bus, "list", "policy", as_json, "policy list")
-    if as_json:
-        echo_json(answer.model_dump(mode="json"))
+    # A policy applied before a check of `policy apply` denies every operation (fail closed,
+    # `stored.compile_all`): its author is told here too, where the tenant's policies are read.
+    failing = []
+    for i in answer.items:
+        compiled, found = stored.problems(i["name"], str(i["entity"].get("source", "")), int(i["version"]))
+        if compiled is None:
+            failing.append(stored.fails_closed(i["name"], int(i["version"]), found))
+    if as_json:  # with the warnings a script reads
+        echo_json(answer.model_copy(update={"warnings": [*answer.warnings, *failing]}).model_dump(mode="json"))
         return
     listed(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
            [[i["name"], str(i["version"]), i["by"], shown_time(i["updated_at"]), i["entity"].get("description", "")] for i in answer.items],
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
-    # A policy applied before a check of `policy apply` denies every operation (fail closed,
-    # `stored.compile_all`): its author is told here too, where the tenant's policies are read.
-    for i in answer.items:
-        compiled, found = stored.problems(i["name"], str(i["entity"].get("source", "")), int(i["version"]))
-        if compiled is None:
-            click.echo(f"warning: {stored.fails_closed(i['name'], int(i['version']), found)}", err=True)
+    for warning in failing:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @policy.command("delete")

@@ -6,6 +6,7 @@ evaluate", a warn's too)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,6 @@ def test_policy_list_warns_of_a_policy_applied_before_it_was_refused(monkeypatch
                       "`limit`, which no rule, import, `:=`, `some` or reference of it binds: a rule reading it never holds, so "
                       "the policy would allow what it refuses (OPA: var limit is unsafe); every operation it judges is denied "
                       "(fail closed) until it is applied again corrected or deleted (`muster policy delete lim`)"], ran.output
+    as_json = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1"}).invoke(main, ["policy", "list", "--json"])
+    (answer,) = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert answer["warnings"] == [warned[0].removeprefix("warning: ")], as_json.output  # a script reads it too
