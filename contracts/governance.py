@@ -24,6 +24,8 @@ from .commands import RejectionCode
 from .secrets import REFERENCE
 
 NAME = r"^[A-Za-z0-9_\-]{1,64}$"
+NAME_RULE = "1 to 64 letters, digits, '-' and '_'"
+"""What NAME takes, as a refusal says it (the CLI's, HTTP's, the governance service's)."""
 MAX_POLICY_BYTES = 64 * 1024
 MAX_APPROVAL_S = 30 * 86400.0
 GovernanceKind = Literal["rule", "policy", "subscription", "schedule"]

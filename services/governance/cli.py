@@ -18,7 +18,7 @@ import nats.errors
 import yaml
 
 from contracts import subjects
-from contracts.governance import MAX_APPROVAL_S, MAX_LEASE_WARNING_S, NOTIFICATION_KINDS, GovernanceAnswer
+from contracts.governance import MAX_APPROVAL_S, MAX_LEASE_WARNING_S, NAME, NAME_RULE, NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
 from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
 from muster.cli_support import (
@@ -38,10 +38,10 @@ from muster.ops_care_cli import seconds
 from muster.tables import Output, print_rows
 from muster.times import shown_time
 
-from .domain import bindings
+from .domain import stored
 from .domain.deliveries import said
-from .domain.policies import PolicyCompileError, PolicySource, compile_policy, is_builtin
-from .domain.references import absent_inputs, unknown_inputs
+from .domain.policies import PolicySource
+from .domain.references import absent_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Output(highlight=False, soft_wrap=True, markup=False)
@@ -126,8 +126,19 @@ def _text(path: Path) -> str:
         raise CliError(f"{path}: not UTF-8 text (byte {err.start}): a policy and its input are text files", EXIT_INVALID) from None
 
 
-def _name(path: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9_\-]", "-", path.stem)[:64]
+def _name(path: Path, given: str | None = None) -> str:
+    """The policy's name: `--name`, else the file's without `.rego`. One that is not a name is
+    refused, saying what a name is: `Bad-Name!.rego` was stored as `Bad-Name-` (and two files
+    whose names differ in a `!` and a `?` as one policy), which `policy delete Bad-Name!` then
+    could not find. The governance service refuses it in the same words (HTTP, the bus)."""
+    name = given if given is not None else path.stem
+    if not re.fullmatch(NAME, name):
+        why = (f"--name {name!r}" if given is not None
+               else f"{path}: its name {name!r} (the file's, without .rego)")
+        raise CliError(f"{why} is not a policy name: use {NAME_RULE}"
+                       + ("" if given is not None else "; rename the file, or give the policy a name with --name"),
+                       EXIT_INVALID)
+    return name
 
 
 # -- muster policy ----------------------------------------------------------------------------------
@@ -141,12 +152,18 @@ def policy() -> None:
 @policy.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--description", default="", help="what the policies are for (default: the first sentence of each file's leading comment)")
+@click.option("--name", "given_name", default=None, metavar="NAME",
+              help=f"the policy's name, with one FILE (default: the file's name without .rego); {NAME_RULE}")
 @json_option
 @bus_options
 @command
-async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
-    """Apply Rego FILES (each a policy named after its file), all or none."""
-    entities = [{"name": _name(f), "source": _text(f), "description": description or first_comment(_text(f))} for f in files]
+async def policy_apply(files: tuple[Path, ...], description: str, given_name: str | None, as_json: bool, bus: Bus) -> None:
+    """Apply Rego FILES, all or none: each a policy named after its file (`nodes.rego`: `nodes`),
+    or --name. A name is 1 to 64 letters, digits, '-' and '_': a file named otherwise is refused."""
+    if given_name is not None and len(files) > 1:
+        raise click.UsageError("--name names one policy: give one FILE with it")
+    entities = [{"name": _name(f, given_name), "source": _text(f), "description": description or first_comment(_text(f))}
+                for f in files]
     report(await ask(bus, "put", "policy", as_json, "policy apply", entities=entities), as_json, "policy apply")
 
 
@@ -176,21 +193,26 @@ def first_comment(source: str) -> str:
 @bus_options
 @command
 async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
-    """The tenant's policies."""
+    """The tenant's policies. One that fails a check `policy apply` makes now (applied before
+    it) denies every operation it judges: a warning on stderr says which check, and how to end it."""
     tenant, answer = await ask_in(bus, "list", "policy", as_json, "policy list")
-    if as_json:
-        echo_json(answer.model_dump(mode="json"))
+    # A policy applied before a check of `policy apply` denies every operation (fail closed,
+    # `stored.compile_all`): its author is told here too, where the tenant's policies are read.
+    failing = []
+    for i in answer.items:
+        compiled, found = stored.problems(i["name"], str(i["entity"].get("source", "")), int(i["version"]))
+        if compiled is None:
+            failing.append(stored.fails_closed(i["name"], int(i["version"]), found))
+    if as_json:  # with the warnings a script reads
+        echo_json(answer.model_copy(update={"warnings": [*answer.warnings, *failing]}).model_dump(mode="json"))
         return
     listed(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
            [[i["name"], str(i["version"]), i["by"], shown_time(i["updated_at"]), i["entity"].get("description", "")] for i in answer.items],
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
-    # A policy applied before `policy apply` refused these (session 33) is still in force, and
-    # does not do what it says: its author is told here, where the tenant's policies are read.
-    for i in answer.items:
-        for wrong in bindings.mistakes(i["name"], str(i["entity"].get("source", "")), is_builtin):
-            click.echo(f"warning: {wrong}; apply it again corrected (`policy apply` refuses it now)", err=True)
+    for warning in failing:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @policy.command("delete")
@@ -225,18 +247,13 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 @json_option
 @guarded
 def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
-    """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
+    """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied; 2
+    if `muster policy apply` would refuse it (a compile error, a local declared twice, a name
+    nothing binds...: each with its line)."""
     source = _text(file)
-    try:
-        compile_policy(_name(file), source)
-    except PolicyCompileError as err:
-        raise CliError(f"{file}: {err}", EXIT_INVALID) from None
-    unknown = unknown_inputs(source)
-    if unknown:  # `policy apply` refuses it the same way
-        raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
-                                     "holds)", *unknown]), EXIT_INVALID)
-    if wrong := bindings.mistakes(_name(file), source, is_builtin):  # as `policy apply` refuses them
-        raise CliError("\n  ".join([f"{file}: the policy would not do what it says", *wrong]), EXIT_INVALID)
+    compiled, found = stored.problems(file.stem, source)  # named as the file: nothing is stored
+    if compiled is None:  # as `policy apply` refuses it
+        raise CliError("\n  ".join([f"{file}: refused, as `muster policy apply` would refuse it", *found]), EXIT_INVALID)
     try:
         document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
@@ -249,7 +266,7 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
     # As the planner evaluates it: in a child process, within the same deadline.
     sandbox = PolicySandbox(deadline, prints=True)  # an author's print() on its own terminal
     try:
-        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], given)
+        verdict = sandbox.evaluate_now([PolicySource(file.stem, 0, source)], given)
     finally:
         sandbox.close()
     if as_json:

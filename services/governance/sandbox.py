@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from .domain.deadline import POLICY_DEADLINE_S
-from .domain.policies import Finding, PolicySource, Verdict, compile_all, evaluate_one
+from .domain.policies import Finding, PolicySource, Verdict, evaluate_one
+from .domain.stored import compile_all
 
 START_TIMEOUT_S = 30.0
 """How long a child may take to start (import rego-cpp) before the policies deny."""

@@ -12,6 +12,8 @@ from nats.aio.client import Client
 
 from contracts.catalog import KINDS
 from contracts.commands import ID
+from contracts.governance import NAME as GOVERNANCE_NAME
+from contracts.governance import NAME_RULE
 from contracts.identity import Scope
 from contracts.limits import MAX_REQUEST_BYTES, NotJson, strict_json
 
@@ -41,6 +43,9 @@ def _ids(request: web.Request, route: WriteRoute) -> dict[str, str]:
             if value not in KINDS:
                 raise BadParameter(name, f"kind {shown(value)} is not one of {', '.join(KINDS)}")
             ids[name] = value
+        elif route.path.startswith("/v1/governance/") and not re.fullmatch(GOVERNANCE_NAME, value):
+            # as `muster policy apply` and the governance service refuse it ("is not a name" said nothing of what is)
+            raise BadParameter(name, f"{name} {shown(value)} is not a name: use {NAME_RULE}")
         elif not (_ID if name == "plan_id" else _NAME).fullmatch(value):
             raise BadParameter(name, f"{name} {shown(value)} is not a {name.replace('_', ' ')}")
         else:

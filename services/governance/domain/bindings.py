@@ -21,55 +21,44 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*')
+from . import redeclared
+from .rego_text import KEYWORDS, blanked, depths
+
 _NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 _CALL = re.compile(r"\s*(?:\.\s*[A-Za-z_]\w*\s*)*\(")
 _REF_BRACKETS = re.compile(r"(?<=[\w\]\)])\s*\[([^\[\]]*)\]")
-KEYWORDS = frozenset({"package", "import", "as", "default", "else", "if", "contains", "some", "in", "every", "not", "with",
-                      "true", "false", "null", "data", "input", "future", "rego", "v1", "keywords", "_"})
 _OBJECT_RULE = re.compile(r"^[ \t]*(deny|warn)[ \t]*\[[ \t]*([A-Za-z_]\w*)[ \t]*\][ \t]*(?:\{|if\b)", re.MULTILINE)
 
 
-def _blanked(source: str) -> str:
-    """Strings and comments as blanks of their length (newlines kept: lines stay where they were)."""
-    return _STRING_OR_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
-
-
-def _depths(code: str) -> list[int]:
-    """The brace depth at each character (0: a rule's head, outside every body)."""
-    out, depth = [], 0
-    for ch in code:
-        if ch == "}":
-            depth = max(depth - 1, 0)
-        out.append(depth)
-        if ch == "{":
-            depth += 1
-    return out
-
-
-def _bound(code: str, depths: list[int]) -> set[str]:
+def _bound(code: str, depth: list[int]) -> set[str]:
     bound: set[str] = set()
-    for line in code.splitlines():
-        words = line.split()
+    for whole in code.splitlines():
+        words = whole.split()
         if words and words[0] == "import":
-            bound.add(_NAME.findall(line)[-1])
+            bound.add(_NAME.findall(whole)[-1])
             continue
-        for op in (":=", "="):
-            head, sep, tail = line.partition(op) if op == ":=" else _unify(line)
-            if sep:
-                bound.update(_NAME.findall(head))
-                if op == "=":
-                    bound.update(_NAME.findall(tail))
-        for keyword in ("some", "every"):
-            found = re.search(rf"\b{keyword}\b(.*?)(?:\bin\b|$|\{{)", line)
-            if found:
-                bound.update(_NAME.findall(found.group(1)))
+        # Each statement of the line: `[z | some y in ys; z := y]` binds z after its `;` and `|`.
+        for line in re.split(r"[;|]", whole):
+            _bound_in(line, bound)
     for found in _REF_BRACKETS.finditer(code):
         bound.update(_NAME.findall(found.group(1)))
     for found in re.finditer(r"\bwalk\s*\(([^()]*)\)", code):
         bound.update(_NAME.findall(found.group(1)))
-    bound.update(m.group(1) for m in _NAME.finditer(code) if depths[m.start()] == 0)  # heads: rules, functions' arguments
+    bound.update(m.group(1) for m in _NAME.finditer(code) if depth[m.start()] == 0)  # heads: rules, functions' arguments
     return bound
+
+
+def _bound_in(line: str, bound: set[str]) -> None:
+    for op in (":=", "="):
+        head, sep, tail = line.partition(op) if op == ":=" else _unify(line)
+        if sep:
+            bound.update(_NAME.findall(head))
+            if op == "=":
+                bound.update(_NAME.findall(tail))
+    for keyword in ("some", "every"):
+        found = re.search(rf"\b{keyword}\b(.*?)(?:\bin\b|$|\{{)", line)
+        if found:
+            bound.update(_NAME.findall(found.group(1)))
 
 
 def _unify(line: str) -> tuple[str, str, str]:
@@ -80,13 +69,13 @@ def _unify(line: str) -> tuple[str, str, str]:
 
 def unbound(source: str) -> list[tuple[int, str]]:
     """(line, name) of each name a rule's body reads that nothing in the module binds, once each."""
-    code = _blanked(source)
-    depths = _depths(code)
-    bound = _bound(code, depths)
+    code = blanked(source)
+    depth = depths(code)
+    bound = _bound(code, depth)
     said: list[tuple[int, str]] = []
     for found in _NAME.finditer(code):
         name = found.group(1)
-        if name in KEYWORDS or name in bound or depths[found.start()] == 0 or _CALL.match(code, found.end()):
+        if name in KEYWORDS or name in bound or depth[found.start()] == 0 or _CALL.match(code, found.end()):
             continue
         if name not in {n for _, n in said}:
             said.append((code.count("\n", 0, found.start()) + 1, name))
@@ -95,7 +84,7 @@ def unbound(source: str) -> list[tuple[int, str]]:
 
 def object_rules(source: str) -> list[tuple[int, str]]:
     """(line, what to write instead) of each `deny[msg]`/`warn[msg]` rule."""
-    code = _blanked(source)
+    code = blanked(source)
     return [(code.count("\n", 0, m.start()) + 1, f"`{m.group(1)}[{m.group(2)}]` makes {m.group(1)} an object, not messages "
              f"(Rego v0's partial set is an object in Rego v1): write `{m.group(1)} contains {m.group(2)} if {{ ... }}`")
             for m in _OBJECT_RULE.finditer(code)]
@@ -109,9 +98,9 @@ PRINT = "print"
 def unknown_calls(source: str, is_builtin: Callable[[str], bool]) -> list[tuple[int, str]]:
     """(line, name) of each call of a name that is neither a function of the module (a head
     `f(x) := ...`) nor a built-in, once each."""
-    code = _blanked(source)
-    depths = _depths(code)
-    defined = {m.group(1) for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)\s*\(", code, re.MULTILINE) if depths[m.start(1)] == 0}
+    code = blanked(source)
+    depth = depths(code)
+    defined = {m.group(1) for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)\s*\(", code, re.MULTILINE) if depth[m.start(1)] == 0}
     said: list[tuple[int, str]] = []
     for found in _CALLED.finditer(code):
         called = found.group(1)
@@ -126,6 +115,7 @@ def mistakes(name: str, source: str, is_builtin: Callable[[str], bool] | None = 
     interpreter's, `policies.is_builtin`; None: calls are not judged)."""
     calls = unknown_calls(source, is_builtin) if is_builtin is not None else []
     return [*(f"policy {name!r} (line {line}): {why}" for line, why in object_rules(source)),
+            *redeclared.mistakes(name, source),
             *(f"policy {name!r} (line {line}) calls `{called}`, which is neither a function of the policy nor a built-in of "
               f"rego-cpp (the interpreter muster evaluates policies with): every request reaching it would be denied as "
               f"failed to evaluate" for line, called in calls),

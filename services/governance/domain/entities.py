@@ -31,9 +31,7 @@ from contracts.governance import (
 )
 from contracts.records import Recorded
 
-from . import bindings
-from .policies import PolicyCompileError, compile_policy, is_builtin
-from .references import unknown_inputs
+from . import stored
 from .schedules import ScheduleError, check
 from .webhooks import scheme_problem, url_problems
 
@@ -174,13 +172,9 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
         return None, [f"{label}: {describe_validation_error(err)}"]
     try:
         if isinstance(entity, Policy):
-            compile_policy(entity.name, entity.source)
-            unknown = unknown_inputs(entity.source)
-            if unknown:
-                return None, [f"{label} reads what its input never has (undefined: a rule on it never holds): {u}"
-                              for u in unknown]
-            if wrong := bindings.mistakes(entity.name, entity.source, is_builtin):
-                return None, wrong
+            compiled, found = stored.problems(entity.name, entity.source)
+            if compiled is None:
+                return None, found
         elif isinstance(entity, ApprovalRule):
             wrong = [op for op in entity.operations if op not in RULE_OPERATIONS]
             if wrong:
@@ -192,8 +186,6 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             found = url_problems(entity.webhook.url)
             if found:
                 return None, [f"{label}: webhook.url: {p}" for p in found]
-    except PolicyCompileError as err:
-        return None, [str(err)]  # it names the policy already
     except ScheduleError as err:
         return None, [f"{label}: {err}"]
     return entity, []

@@ -7,16 +7,14 @@ interpreter; no OPA server to run).
 recorded. A policy whose evaluation fails (a conflict between rules, a built-in's error such as
 a division by zero) denies, saying why: fail closed.
 
-rego-cpp reports errors as nodes whose text is an S-expression, `(error <n>:<file>|<offset>|<length>
-(errormsg <n>:<message>) ...)` with length-prefixed strings; `_errors` reads the file offset
-(turned into a line of the source) and the message from it.
+rego-cpp's errors are read into a line and a sentence by `rego_errors`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +31,11 @@ from regopy.rego_shared import (  # type: ignore[import-untyped]
     rego_output_string,
 )
 
+from .rego_errors import Problem, errors, explained, refused_statement
+from .rego_errors import first as first_problem
+from .rego_text import other_arities
+
 _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*$", re.MULTILINE)
-_LOCATED = re.compile(r"\(error (\d+):")
-_MESSAGE = re.compile(r"\(errormsg (\d+):")
 MAX_MESSAGES = 20
 """Messages kept from one policy's `deny` or `warn` (a rule over every node could make thousands)."""
 MAX_MESSAGE_CHARS = 500
@@ -50,40 +50,12 @@ class PolicyCompileError(ValueError):
         super().__init__(f"policy {name!r} does not compile{where}: {reason}")
 
 
-@dataclass(frozen=True)
-class Problem:
-    line: int
-    message: str
-
-
-def _length_prefixed(text: str, at: int) -> tuple[str, int]:
-    """`<n>:<n characters>` at `at` -> (the characters, the index after them)."""
-    colon = text.index(":", at)
-    n = int(text[at:colon])
-    return text[colon + 1 : colon + 1 + n], colon + 1 + n
-
-
-def _errors(sexpr: str, source: str) -> list[Problem]:
-    """Every `(error ...)` of an error node's text, with the line its offset falls on."""
-    problems: list[Problem] = []
-    for start in [m.start() for m in re.finditer(r"\(error\b", sexpr)]:
-        line = 0
-        located = _LOCATED.match(sexpr, start)
-        if located is not None:
-            _, after = _length_prefixed(sexpr, located.start(1))
-            offset = sexpr[after:].split("|", 2)
-            if len(offset) > 1 and offset[1].isdigit():
-                line = source.encode()[: int(offset[1])].count(b"\n") + 1
-        found = _MESSAGE.search(sexpr, start)
-        message = _length_prefixed(sexpr, found.start(1))[0] if found is not None else "error"
-        problems.append(Problem(line, message))
-    return problems or [Problem(0, sexpr.strip()[:300] or "unknown error")]
-
-
 def _node_text(node: Any) -> str:
-    """An error node's S-expression: its children's, or its own when it has none."""
+    """An error node's S-expression: its children's, or its own when it has none (an empty
+    `rego-errorseq(0x7f...)` says nothing: '')."""
     texts = [rego_node_json(rego_node_get(node, i)) for i in range(rego_node_size(node))]
-    return "\n".join(texts) if texts else str(rego_node_json(node))
+    own = str(rego_node_json(node))
+    return "\n".join(texts) if texts else ("" if re.fullmatch(r"[\w-]+\(0x[0-9a-f]+\)", own) else own)
 
 
 @dataclass(frozen=True)
@@ -132,19 +104,40 @@ def compile_policy(name: str, source: str, version: int = 0) -> CompiledPolicy:
     if found is None:
         raise PolicyCompileError(name, 0, "no `package` line: a policy is a Rego module (`package muster.<name>`)")
     package = found.group(1)
-    if not re.search(r"^\s*(deny|warn)\b", source, re.MULTILINE):
+    if not re.search(r"^\s*(?:default\s+)?(deny|warn)\b", source, re.MULTILINE):
         raise PolicyCompileError(name, 0, "it defines neither `deny` nor `warn`: a policy says what it refuses or warns of")
+    for line, function, n, before, at in other_arities(source)[:1]:
+        # rego-cpp refuses it ("Unable to unify due to cycle"), and building it a second time
+        # in a process aborted the process: not given to rego-cpp at all.
+        raise PolicyCompileError(name, line, explained(Problem(line, (
+            f"`{function}` is defined here with {n} argument{'s' * (n != 1)} and with {before} at line {at}: a function "
+            "takes one number of arguments")), source))
     rego = _interpreter()
     try:
         rego.add_module(f"{name}.rego", source)
     except RegoError as err:
-        first = _errors(str(err), source)[0]
-        raise PolicyCompileError(name, first.line, first.message) from None
+        first = first_problem(errors(str(err), source))
+        raise PolicyCompileError(name, first.line, explained(first, source)) from None
     bundle = rego.build(f"x := data.{package}", [])
     if not bundle.ok():
-        first = _errors(_node_text(rego_bundle_node(bundle._impl)), source)[0]
-        raise PolicyCompileError(name, first.line, first.message)
+        first = first_problem(errors(_node_text(rego_bundle_node(bundle._impl)), source))
+        del bundle  # freed before its interpreter, as `CompiledPolicy.__del__` frees them
+        if not first.line:
+            first = refused_statement(source, lambda prefix: _builds(name, prefix, package)) or first
+        raise PolicyCompileError(name, first.line, explained(first, source))
     return CompiledPolicy(name, version, package, source, rego, bundle)
+
+
+def _builds(name: str, source: str, package: str) -> bool:
+    rego = _interpreter()
+    try:
+        rego.add_module(f"{name}.rego", source)
+    except RegoError:
+        return False
+    bundle = rego.build(f"x := data.{package}", [])
+    built = bool(bundle.ok())
+    del bundle  # before its interpreter (above)
+    return built
 
 
 @dataclass(frozen=True)
@@ -224,9 +217,9 @@ def evaluate_one(policy: CompiledPolicy, document: dict[str, Any]) -> Verdict:
     try:
         text, error = _query(policy, document)
     except RegoError as err:
-        return _failed(policy, _errors(str(err), policy.source)[0])
+        return _failed(policy, first_problem(errors(str(err), policy.source)))
     if text is None:
-        return _failed(policy, _errors(error, policy.source)[0])
+        return _failed(policy, first_problem(errors(error, policy.source)))
     try:
         parsed = json.loads(text) if text != "undefined" else {}
     except ValueError:
@@ -257,20 +250,3 @@ def evaluate(policies: Iterable[CompiledPolicy], document: dict[str, Any]) -> Ve
         denials += verdict.denials
         warnings += verdict.warnings
     return Verdict(tuple(denials), tuple(warnings))
-
-
-def compile_all(sources: Sequence[tuple[str, str, int]]) -> list[CompiledPolicy]:
-    """(name, source, version) of each policy the log holds; one that no longer compiles (a newer
-    rego-cpp) becomes a policy that denies, saying so: fail closed."""
-    out = []
-    for name, source, version in sources:
-        try:
-            out.append(compile_policy(name, source, version))
-        except PolicyCompileError as err:
-            out.append(_broken(name, version, str(err)))
-    return out
-
-
-def _broken(name: str, version: int, reason: str) -> CompiledPolicy:
-    text = json.dumps(f"{reason}; denied (fail closed)")
-    return compile_policy(name, f"package muster.broken\n\ndeny := [{text}]\n", version)

@@ -16,7 +16,11 @@ from typing import Any
 import pytest_asyncio
 from click.testing import Result
 
+from contracts import subjects
+from contracts.governance import GovernancePut
+from contracts.records import Append
 from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
 from services.governance.entrypoint import start_governance
 from services.notifier.entrypoint import start_notifier
@@ -159,3 +163,42 @@ async def test_without_a_notifier_a_webhook_is_stored_with_a_warning(fresh_nats:
                             "--secret", "secret://nope")
     assert made.exit_code == 0, made.output
     assert "warning: subscription 'ops' not checked: no notifier answered" in made.stdout
+
+
+TWICE = 'package muster.twice\nimport rego.v1\n\ndeny contains msg if {\n  x := 1\n  x := 2\n  msg := sprintf("%v", [x])\n}\n'
+UNBOUND = 'package muster.lim\nimport rego.v1\n\ndeny contains "too big" if {\n  input.request.nodes > limit\n}\n'
+
+
+async def test_policy_names_what_opa_refuses_and_a_policy_stored_before_a_check(url: str, tmp_path: Path) -> None:
+    """Session 34: a file named `Bad-Name!.rego` is refused (it was stored as `Bad-Name-`),
+    `--name` names it; `x := 1; x := 2` is refused with its line as OPA refuses it; a policy the
+    log holds from before a check (an event written as an older muster wrote it) is listed with
+    a warning that it denies every operation until it is applied again or deleted."""
+    bad = tmp_path / "Bad-Name!.rego"
+    bad.write_text(NODES)
+    refused = await muster(url, "policy", "apply", str(bad))
+    assert refused.exit_code == 2 and "its name 'Bad-Name!' (the file's, without .rego) is not a policy name" in refused.stderr
+    named = await muster(url, "policy", "apply", str(bad), "--name", "bad-name")
+    assert named.exit_code == 0 and "policy bad-name: version 1 (add)" in named.stdout, named.output
+    assert [i["name"] for i in listed(await muster(url, "policy", "list", "--json"))] == ["bad-name"]
+
+    (tmp_path / "twice.rego").write_text(TWICE)
+    twice = await muster(url, "policy", "apply", str(tmp_path / "twice.rego"))
+    assert twice.exit_code == 2 and "policy apply refused: nothing written: 1 problem" in twice.stderr, twice.output
+    assert "policy 'twice' (line 6) declares `x` with `:=` where its rule body assigned it above (OPA refuses it: var x " \
+           "assigned above)" in twice.stderr, twice.output
+
+    nc = await connect(url, name="older-muster")
+    try:
+        subject = subjects.governance_events("default", "policy", "lim")
+        await EventStore(nc).append(subject, [Append(GovernancePut(kind="policy", name="lim", version=1, by="ada",
+                                                                   entity={"name": "lim", "source": UNBOUND}),
+                                                     msg_id=f"{subject}:1")])
+    finally:
+        await nc.close()
+    shown = await muster(url, "policy", "list")
+    assert shown.exit_code == 0 and "lim" in shown.stdout, shown.output
+    assert ("warning: policy 'lim' (version 1) fails a check `muster policy apply` makes now: (line 5) reads `limit`"
+            in shown.stderr), shown.output
+    assert "every operation it judges is denied (fail closed) until it is applied again corrected or deleted (`muster " \
+           "policy delete lim`)" in shown.stderr, shown.output

@@ -6,6 +6,7 @@ evaluate", a warn's too)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def test_the_policys_own_functions_and_print_are_calls_it_may_make() -> None:
 
 
 def test_policy_list_warns_of_a_policy_applied_before_it_was_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One applied before session 33 is still in force and allows what it was written to refuse."""
+    """One applied before session 33 is in force: since session 34 it denies everything (`stored`), and says so."""
     items = [{"name": "lim", "version": 1, "by": "ada", "updated_at": "2026-12-01T00:00:00+00:00", "entity": {"source": LIMIT}},
              {"name": "ok", "version": 2, "by": "ada", "updated_at": "2026-12-01T00:00:00+00:00",
               "entity": {"source": EXAMPLES[0].read_text()}}]
@@ -112,6 +113,10 @@ def test_policy_list_warns_of_a_policy_applied_before_it_was_refused(monkeypatch
     ran = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1", "COLUMNS": "200"}).invoke(main, ["policy", "list"])
     assert ran.exit_code == 0, ran.output
     warned = [line for line in ran.output.splitlines() if line.startswith("warning: ")]
-    assert warned == ["warning: policy 'lim' (line 5) reads `limit`, which no rule, import, `:=`, `some` or reference of it "
-                      "binds: a rule reading it never holds, so the policy would allow what it refuses (OPA: var limit is "
-                      "unsafe); apply it again corrected (`policy apply` refuses it now)"], ran.output
+    assert warned == ["warning: policy 'lim' (version 1) fails a check `muster policy apply` makes now: (line 5) reads "
+                      "`limit`, which no rule, import, `:=`, `some` or reference of it binds: a rule reading it never holds, so "
+                      "the policy would allow what it refuses (OPA: var limit is unsafe); every operation it judges is denied "
+                      "(fail closed) until it is applied again corrected or deleted (`muster policy delete lim`)"], ran.output
+    as_json = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1"}).invoke(main, ["policy", "list", "--json"])
+    (answer,) = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert answer["warnings"] == [warned[0].removeprefix("warning: ")], as_json.output  # a script reads it too

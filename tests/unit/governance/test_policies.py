@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.governance.domain.policies import PolicyCompileError, compile_all, compile_policy, evaluate
+from services.governance.domain.policies import PolicyCompileError, compile_policy, evaluate
+from services.governance.domain.stored import compile_all
 
 NODES = """package muster.nodes
 import rego.v1

@@ -522,3 +522,26 @@ async def test_an_approver_that_may_not_read_the_prices_is_shown_the_plan_withou
     assert isinstance(told, DryRun) and told.cost is not None and told.cost["per_hour"] == asked.per_hour * 2, told
     ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="operator")
     assert isinstance(ok, Accepted) and ok.warnings and not any(f in w for w in ok.warnings for f in figures), ok
+
+
+async def test_a_policy_stored_before_a_check_denies_every_operation_it_judges_saying_which_and_how_to_end_it() -> None:
+    """An upgrade: the log holds policies `policy apply` refuses now (applied before session 33's
+    checks). They ran as stored: `limit` (unbound) allowed every request, a v0 `deny[msg]` denied
+    every request as "failed to evaluate" and a dry run too. Now each denies, naming the check."""
+    h = Harness()
+    await put(h, "policy", "lim", source='package lim\nimport rego.v1\n\ndeny contains "too big" if {\n'
+                                          '  input.request.nodes > limit\n}\n')
+    refused = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5), principal="uma")
+    assert isinstance(refused, Rejected) and refused.code == "forbidden", refused
+    assert refused.reason.startswith("the tenant's policies deny it: policy 'lim' (version 1) fails a check `muster policy "
+                                     "apply` makes now"), refused.reason
+    assert "(line 5) reads `limit`" in refused.reason and "`muster policy delete lim`" in refused.reason
+    assert refused.reason.endswith("(policy lim)"), refused.reason
+    denied = [r.event for r in h.log.records if r.type == "RequestDenied"]
+    assert [d.denials[0].policy for d in denied] == ["lim"]
+    preview = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5, dry_run=True))
+    assert isinstance(preview, DryRun) and preview.policy is not None and "fails a check" in preview.policy["deny"][0]
+    # Deleted, the tenant's requests are judged by what remains (nothing).
+    subject = subjects.governance_events("default", "policy", "lim")
+    await h.log.append(subject, [Append(GovernanceDeleted(kind="policy", name="lim", by="ada"), msg_id=f"{subject}:gone")])
+    assert isinstance(await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5), principal="uma"), Accepted)
