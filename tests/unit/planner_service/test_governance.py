@@ -501,15 +501,8 @@ async def test_an_approver_that_may_not_read_the_prices_is_shown_the_plan_withou
     """`muster job approve --dry-run` and an approval's answer showed an approver without `read`
     on the hardware types the plan's prices and how they moved, which `muster cluster cost` and
     a waiting job's status hide from it (docs/governance.md, "Who sees a waiting job's cost")."""
-    ids = identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*")), READS_TEMPLATES,
-                     ("operator", "approve", Scope(tenant="default", kind="cluster", id="*")))
-    h = Harness(identities=ids)
-    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
-    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2, request_id="p"), principal="builder")
-    assert isinstance(waiting, Accepted), waiting
-    await h.settle()
-    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
-    assert asked is not None and asked.per_hour > 0
+    h, waiting, asked = await approver_reading()
+    assert asked.per_hour > 0
     double_the_prices(h)
     seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="operator")
     assert isinstance(seen, DryRun) and seen.cost is not None and seen.policy is not None, seen
