@@ -5,6 +5,7 @@ nobody approved in time; the requester cannot approve its own job unless a rule 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,11 @@ from contracts.commands import (
     RejectJob,
 )
 from contracts.governance import GovernanceDeleted, GovernancePut
-from contracts.identity import PermissionGranted, Scope
+from contracts.identity import PermissionGranted, PrincipalCreated, Scope
 from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
 from services.planner.config import PlannerConfig
+from services.planner.replies import Replies
 
 READS_TEMPLATES = ("builder", "read", Scope(tenant="default", kind="catalog", id="*"))
 """A create names a template its requester may read."""
@@ -558,3 +560,19 @@ async def test_what_an_approver_is_shown_does_not_change_when_a_price_it_may_not
     assert (after.cost, after.policy, after.warnings) == (before.cost, before.policy, before.warnings), after
     told = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="root")  # reads every price: told
     assert isinstance(told, DryRun) and any("at the catalog's prices now" in w for w in told.warnings), told.warnings
+
+
+async def test_a_planner_answers_a_jobs_view_to_the_tracker_not_to_a_user_on_the_bus() -> None:
+    """A user may send on its own `muster.q.<tenant>.<principal>.>`: `dave`, with no grant at all,
+    asked a planner for a waiting job's view there and read it whole, its cost's prices too, which
+    the tracker refuses him (session 34, docs/security.md)."""
+    h, waiting, asked = await approver_reading()
+    ids = identities()
+    ids.apply(PrincipalCreated(principal="tracker", role="service", service="tracker", by="root"), 200)
+    replies = Replies(h.planner, identities=ids)
+    for who in ("reader", "operator", "nobody"):
+        said = json.loads(await replies.job_query(subjects.job_query("default", who, waiting.job_id), b"") or b"{}")
+        assert "tracker" in said.get("refused", "") and "approval" not in said, (who, said)
+    for who in ("tracker", "root"):
+        view = json.loads(await replies.job_query(subjects.job_query("default", who, waiting.job_id), b"") or b"{}")
+        assert view["approval"]["cost"]["per_hour"] == asked.per_hour, (who, view)
