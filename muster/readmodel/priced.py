@@ -1,16 +1,20 @@
-"""A job's recorded costs as one reader is shown them (pure): without the prices of the hardware
-types it may not read, as `muster cluster cost`, `GET /v1/cost` and a dry run show them
-(docs/governance.md, "Who sees a waiting job's cost").
+"""A plan's cost as one reader is shown it (pure): without the prices of the hardware types it
+may not read, as `muster cluster cost` and `GET /v1/cost` show them.
 
-A job that waits for approval carries its plan's cost (`approval.cost`, the request's figure;
-`cost_now`, today's; `approved_cost` once approved), and whoever reads the job reads its record:
-an approver with `approve` and no `read` on `catalog:hardwaretypes/<name>` read a price there that
-`muster cluster cost` hides from it. A hardware type the reader may not read has no price: 0,
-listed in `unknown`; its node count and type stay (the job's layout shows them anyway). The
-cost before the job is a sum over the nodes the job replaces: when one of them is of a hidden type,
-it is summed again from the readable types' prices in the plan, and a readable type the job
-removes whole (its price in no other figure) is said to have no price too, rather than be
-derived from a total that holds the hidden one.
+The one rule for every answer that carries a plan's cost: the planner's (a dry run, an
+approval's dry run and answer: `services.planner.governance.shown_cost`) and the tracker's (a waiting or approved job's
+`approval.cost`, `cost_now`, `approved_cost` and its events' `cost`: `services.tracker.priced`),
+so that the same reader is shown the same figures for the same plan (decision 42; until
+session 34 the planner priced the plan again from the readable types, and the two disagreed).
+
+The rule, worked from the cost as recorded and the plan's nodes alone (what the tracker has):
+a hardware type the reader may not read has no price: 0 in `per_hour`, `by_hardware` and
+`per_node`, listed in `unknown`; its node count and type stay (the job's layout shows them
+anyway). The cost before the job is a sum over the nodes the job replaces: when one of them is
+of a hidden type, it is summed again from the readable types' prices in the plan once done,
+and a readable type the job removes whole (its price in no other figure) is said to have no
+price too, rather than be derived from a total that holds the hidden one. So nothing a reader
+is shown changes when a price it may not read does (`tests/unit/readmodel/test_priced_rule.py`).
 """
 
 from __future__ import annotations

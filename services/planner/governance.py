@@ -26,6 +26,7 @@ from contracts.layout import Layout
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from muster.readmodel.cost import rate
+from muster.readmodel.priced import Hidden, masked
 from muster.times import shown_time
 from services.governance.domain import approvals, disclosure
 from services.governance.domain.cost import per_hour, plan_cost
@@ -166,6 +167,12 @@ class Governance:
         shows it (docs/governance.md, "Who sees a waiting job's cost")."""
         return disclosure.reader(self.catalog_reader(principal, tenant), self.totals_reader(principal, tenant))
 
+    def hidden(self, principal: str | None, tenant: str) -> Hidden:
+        """The hardware types whose prices `principal` is not shown (no `read` on
+        `catalog:hardwaretypes/<name>`)."""
+        may = self.catalog_reader(principal, tenant)
+        return lambda name: not may(f"hardwaretypes/{name}")
+
     def said(self, judgement: Judgement, tenant: str, principal: str | None, who: str | None) -> tuple[list[str], list[str]]:
         """The policies' denials and warnings as `who` is told them (`disclosure.shown`: a
         message whose policy read what `who` may not read is named, not said); `who` None: the
@@ -241,21 +248,24 @@ class Governance:
         return out + [f"{c}; the policies allowed it at that cost" for c in self.changes(job, judgement, by, warnings=False)]
 
     def changes(self, job: Job, judgement: Judgement, by: str, warnings: bool = True) -> list[str]:
-        """What differs now from what the approval request showed `by`: the cost (its figures
-        only when `by` may read every price in them), a new warning (as the job records it:
-        compared with the job's record)."""
+        """What differs now from what the approval request showed `by`: the cost as `by` is shown
+        it (`shown_cost`: a price `by` may not read moving changes nothing it is told, decision
+        42), a new warning (as the job records it: compared with the job's record)."""
         known = {(w["policy"], w["message"]) for w in job.warnings}
         out = [f"{w.message} (policy {w.policy}; new since the request)" for w in self._recorded(judgement, job.tenant)
                if warnings and (w.policy, w.message) not in known]
-        asked = (job.approval or {}).get("cost") or {}
-        hidden = sorted({n.hardwaretype for n in [*job.nodes, *job.previous_nodes]
-                         if not self.catalog_reader(by, job.tenant)(f"hardwaretypes/{n.hardwaretype}")})
-        if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour) and hidden:
-            out.append(f"its cost at the catalog's prices now differs from the one when it was requested; {by} is not shown "
-                       f"the prices of {', '.join(hidden)} (`read` on catalog:hardwaretypes/<name>)")
-        elif asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
-            out.append(f"it costs {rate(judgement.cost.per_hour)}/h at the catalog's prices now "
-                       f"({rate(asked.get('per_hour', 0.0))}/h when it was requested)")
+        asked = (job.approval or {}).get("cost")
+        if not asked:
+            return out
+        hidden = self.hidden(by, job.tenant)
+        target = {n.id: n.hardwaretype for n in ([] if job.operation == "delete" else job.nodes)}
+        previous = [n.hardwaretype for n in job.previous_nodes]
+        then, now = (masked(c, hidden, target, previous) for c in (asked, judgement.cost.model_dump(mode="json")))
+        if rate(then["per_hour"]) != rate(now["per_hour"]):
+            unread = sorted({h for h in [*target.values(), *previous] if hidden(h)})
+            out.append(f"it costs {rate(now['per_hour'])}/h at the catalog's prices now ({rate(then['per_hour'])}/h when it was "
+                       "requested)" + (f", without the prices of {', '.join(unread)}, which {by} is not shown (`read` on "
+                                       "catalog:hardwaretypes/<name>)" if unread else ""))
         return out
 
     def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:
@@ -290,8 +300,8 @@ class Governance:
         does: prices of the hardware types it may read, the tenant's totals only with read on
         every cluster, and a policy's message only when `by` may read what that policy read."""
         wait = judgement.wait
-        facts = replace(facts, may_read=self.catalog_reader(facts.principal, facts.tenant))
-        cost = shown_cost(judgement.cost, facts, cluster.provider, before, preview.target)
+        target = [] if facts.operation == "delete" else preview.target  # (as `judge`: a delete leaves nothing)
+        cost = shown_cost(judgement.cost, self.hidden(facts.principal, facts.tenant), target, before)
         deny, warn = self.said(judgement, facts.tenant, facts.principal, by)
         return {"cost": cost.model_dump(mode="json"), "policy": {
             "deny": deny, "warn": warn, "approval": list(wait.rules) if wait is not None else [],
@@ -329,17 +339,12 @@ class Governance:
         return ""
 
 
-def shown_cost(cost: PlanCost, facts: Facts, provider: str, before: Cluster | None, target: list[Any]) -> PlanCost:
-    """`cost` at the prices of the hardware types the requester may read (one it may not has no
-    price: listed in `unknown`, as `muster cluster cost` says it)."""
-    hardware = facts.catalog.hardwaretypes
-    if facts.may_read is None:
-        return cost
-    readable = {name: h for name, h in hardware.items() if facts.may_read(f"hardwaretypes/{name}")}
-    if len(readable) == len(hardware):
-        return cost
-    previous = list(before.nodes.values()) if before is not None else []
-    return plan_cost(readable, provider, [] if facts.operation == "delete" else target, previous)
+def shown_cost(cost: PlanCost, hidden: Hidden, target: list[Any], before: Cluster | None) -> PlanCost:
+    """`cost` (of a cluster once done as `target`, from `before`) as a reader is shown it: by
+    `priced.masked`, the one rule by which the tracker shows a job's recorded cost too (decision 42)."""
+    previous = [n.hardwaretype for n in before.nodes.values()] if before is not None else []
+    shown = masked(cost.model_dump(mode="json"), hidden, {n.id: n.hardwaretype for n in target}, previous)
+    return cost if shown == cost.model_dump(mode="json") else PlanCost.model_validate(shown)
 
 
 def shown_input(doc: dict[str, Any], cost: PlanCost, totals: bool) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Replies:
                  identities: IdentityState | None = None) -> None:
         self.planner, self.catalog, self.sharding = planner, catalog, sharding
         self.steps = StepReads(planner, identities)
+        self.identities = identities
         self._catalog_writes = asyncio.Lock()
 
     async def operation(self, subject: str, data: bytes) -> bytes | None:
@@ -75,10 +76,26 @@ class Replies:
 
     async def job_query(self, subject: str, data: bytes) -> bytes | None:
         """`muster.q.<tenant>.<principal>.job.<id>`: answered only by the planner that has the
-        job; the tracker falls back to the log when nobody answers."""
+        job; the tracker falls back to the log when nobody answers. The view is the job whole (its
+        cost's prices too): the tracker's, which answers people with what their grants show."""
         parts = subject.split(".")
+        refused = self._not_the_tracker(parts[3]) if len(parts) == 6 else ""
+        if refused:  # (every planner says it: none answers a job's view to it)
+            return json.dumps({"refused": refused}).encode()
         view = await self.planner.job_answer(parts[2], parts[5]) if len(parts) == 6 else None
         return json.dumps(view).encode() if view is not None else None
+
+    def _not_the_tracker(self, principal: str) -> str:
+        """Auth on: a tenant's user may send on its own `muster.q.<tenant>.<principal>.>` (its
+        requests' subjects), and was answered any job of its tenant whole, with every price in its
+        cost, whatever its grants (session 34); it reads jobs through the tracker."""
+        if self.identities is None:
+            return ""
+        who = self.identities.principals.get(principal)
+        if who is not None and not who.disabled and (who.role == "super_admin" or who.service in ("tracker", "system")):
+            return ""
+        return (f"{principal} may not ask a planner for a job's view: a job is read through the tracker "
+                "(`muster status JOB`, GET /v1/jobs/{id}), which shows what its reader's grants show")
 
     async def step_outcomes(self, subject: str, data: bytes) -> bytes | None:
         """`muster.q.<tenant>.<provisioner>.steps`: a segment's steps' outcomes, for the provisioner

@@ -41,6 +41,7 @@ from services.pool.domain.pool import Pool
 
 from .adapters.kv import LocationIndex
 from .answers import Answer, Answers
+from .priced import Plans, has_cost
 from .story import catalog_at
 from .tasks import TaskLocations
 
@@ -117,6 +118,8 @@ class Tracker:
 
     def __post_init__(self) -> None:
         self.tasks = TaskLocations(self.store)
+        self.plans = Plans(self.store)
+        """The jobs' first plans' nodes, for the costs of their answers (`priced.py`)."""
 
     # -- feeding the index from the log ----------------------------------------------------
 
@@ -210,6 +213,8 @@ class Tracker:
             history = await self.store.read_many(subjects.job_history_filters(tenant, job_id))
             skipped = [r for r in history if isinstance(r.event, Undecodable)]
             status = status_from_log([r for r in history if not isinstance(r.event, Undecodable)])
+            if status is not None and has_cost(status):  # its answer masks the cost with the plan just read
+                self.plans.seen(tenant, job_id, history)
         else:
             locations = await self.task_locations(tenant, job_id, view)
             status = compose(view, locations, await self.layout(tenant, job_id, view), "owner")

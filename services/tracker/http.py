@@ -96,7 +96,7 @@ async def get_job(request: web.Request) -> web.Response:
     if body is None:
         return not_found("job", job_id, tenant)
     if not _operator(request) or b'"approval": {' in body:  # (the answer is kept as bytes: decoded only to change it)
-        status = await priced.status_shown(request.app[TRACKER].store, tenant, job_id, json.loads(body),
+        status = await priced.status_shown(request.app[TRACKER].plans, tenant, job_id, json.loads(body),
                                            priced.hidden_by(request[auth_.AUTHZ].may, tenant))
         body = json.dumps(status if _operator(request) else planner_view.status_for(status)).encode()
     return web.Response(body=body, content_type="application/json")
@@ -118,7 +118,7 @@ async def get_job_events(request: web.Request) -> web.Response:
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
     if page is None:
         return not_found("job", job_id, tenant)
-    page = replace(page, items=await priced.events_shown(request.app[TRACKER].store, tenant, job_id, page.items,
+    page = replace(page, items=await priced.events_shown(request.app[TRACKER].plans, tenant, job_id, page.items,
                                                          priced.hidden_by(request[auth_.AUTHZ].may, tenant)))
     return page_json(page if _operator(request) else replace(page, items=[planner_view.event_for(e) for e in page.items]))
 

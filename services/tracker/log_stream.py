@@ -156,11 +156,11 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     # tenant named), and a planner as "a planner" (planner_view.py).
     viewer = None if planner_view.sees_deployment(principal) else tenant
     store = request.app[JETSTREAM_LOG]
-    hidden = priced.hidden_by(request[auth_.AUTHZ].may, tenant)
+    hidden, plans = priced.hidden_by(request[auth_.AUTHZ].may, tenant), request.app[TRACKER].plans
 
     async def priced_as(data: dict[str, Any]) -> dict[str, Any]:
         """An event's plan cost with the prices the reader may read (priced.py)."""
-        return (await priced.events_shown(store, tenant, str(data["event"].get("job_id")), [data], hidden))[0]
+        return (await priced.events_shown(plans, tenant, str(data["event"].get("job_id")), [data], hidden))[0]
 
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)

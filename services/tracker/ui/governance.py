@@ -17,7 +17,7 @@ from contracts.commands import MAX_COMMENT_CHARS, Accepted, ApproveJob, DryRun, 
 from contracts.errors import too_long_text
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
-from muster.readmodel.cost import rate
+from muster.readmodel.cost import rate, unpriced
 from services.auth.domain.authz import may_see_schedule
 
 from ..acting import ActingBus, TokenRefused
@@ -88,7 +88,9 @@ def looked(reply: DryRun) -> str:
     verdict = ("an approval now would be refused: " + "; ".join(policy["deny"])) if policy.get("deny") else \
         "the tenant's policies allow it now"
     changed = any("at the catalog's prices now" in w for w in reply.warnings)  # says the cost then and now
-    cost = [f"it costs {rate(reply.cost['per_hour'])}/h once done at today's prices"] if reply.cost and not changed else []
+    # (a price the viewer may not read is 0 in the figure: said to be `no price`, not read as free)
+    cost = [f"it costs {rate(reply.cost['per_hour'])}/h once done at today's prices"
+            + unpriced(reply.cost, reply.layout.model_dump(mode="json") if reply.layout else None)] if reply.cost and not changed else []
     warns = [f"policy warns: {w}" for w in policy.get("warn", [])]
     return "; ".join(["checked, nothing decided: " + verdict, *cost, *warns, *reply.warnings])
 

@@ -91,7 +91,7 @@ def tracker_of(request: web.Request) -> Tracker:
 
 async def priced_for(request: web.Request, viewer: Viewer, job_id: str, status: dict[str, Any]) -> dict[str, Any]:
     """A job's status with the prices `viewer` may not read taken out, as the API answers it (../priced.py)."""
-    return await priced.status_shown(tracker_of(request).store, viewer.tenant, job_id, status,
+    return await priced.status_shown(tracker_of(request).plans, viewer.tenant, job_id, status,
                                      lambda name: not viewer.may_catalog("read", "hardwaretypes", name))
 
 
