@@ -46,6 +46,12 @@ UPDATE_TIMEOUT_S = 2.0
 """How long an update is waited for; one that was allowed takes a few milliseconds. Several
 services updating the same stream at once: nats-server answers one of them."""
 
+INFO_TIMEOUT_S = 10.0
+"""How long a stream's info is waited for. Unlike an update, it is always answered (the stream's
+leader, or "not found"): one not answered in the update's 2 s is a server busy for a moment (a
+cluster just formed, making the deployment's streams), not a refusal, and giving up there left the
+bucket short until the auth service's next start (docs/testing.md, "Known intermittent")."""
+
 LEADER_WAIT_S = 10.0
 """How long whoever raised a stream's replicas waits for its new group's leader (a few tenths of a
 second to a few seconds on a 3-node cluster); past it, said and carried on: writes are retried."""
@@ -74,11 +80,11 @@ async def _api(js: JetStreamContext, verb: str, stream: str, body: bytes, timeou
 async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeout: float = UPDATE_TIMEOUT_S,
                           may_update: bool | None = None) -> int | None:
     """The stream given at least `want` replicas if it has fewer; its replicas now (as far as
-    this connection knows), None if there is no such stream. `may_update`: whether this
-    connection may update streams (the auth service's may); by default, only when the server
-    authorizes nobody (every other service's rights leave updates to the auth service:
-    docs/security.md)."""
-    info = await _api(js, "INFO", stream, b"", timeout)
+    this connection knows), None if there is no such stream. `timeout`: the update's (its info
+    is waited for `INFO_TIMEOUT_S`). `may_update`: whether this connection may update streams
+    (the auth service's may); by default, only when the server authorizes nobody (every other
+    service's rights leave updates to the auth service: docs/security.md)."""
+    info = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
     if "error" in info:
         if info["error"].get("err_code") == STREAM_NOT_FOUND:
             return None
@@ -102,7 +108,7 @@ async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeo
     try:
         have = await _update(js, stream, config, have, want, timeout)
         if have >= want:
-            await _led(js, stream, elected, timeout)
+            await _led(js, stream, elected)
         return have
     finally:
         await sub.unsubscribe()
@@ -116,7 +122,7 @@ async def _update(js: JetStreamContext, stream: str, config: dict[str, Any], hav
         # Not answered: an update sent while another service's raised them (nats-server answers
         # one of several at once; the others' wait runs out, as seen on a 3-node cluster), or one
         # this connection may not make after all: what the stream has now tells which.
-        now = await _api(js, "INFO", stream, b"", timeout)
+        now = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
         have = int(now.get("config", {}).get("num_replicas") or have)
         if have < want:
             log.warning("a stream has fewer replicas than the deployment's and this connection may not update it "
@@ -131,12 +137,12 @@ async def _update(js: JetStreamContext, stream: str, config: dict[str, Any], hav
     return want
 
 
-async def _led(js: JetStreamContext, stream: str, elected: asyncio.Event, timeout: float) -> None:
+async def _led(js: JetStreamContext, stream: str, elected: asyncio.Event) -> None:
     """Returns once the stream has a leader: its advisory seen, or its info names one (elected
     before this connection subscribed: another service's update landed first)."""
     if elected.is_set():
         return
-    info = await _api(js, "INFO", stream, b"", timeout)
+    info = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
     if "cluster" not in info or (info["cluster"] or {}).get("leader"):
         return
     try:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from contracts.catalog import Action
-from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins import PluginRegistry, simulation
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
 from services.provisioner.plugins.builtin.simulated_provider.provider import SimulatedProvider
 from services.provisioner.plugins.simulation import Latency
@@ -212,14 +212,23 @@ async def test_bad_failure_rate_fails_the_task(registry: PluginRegistry) -> None
     assert not out.ok and "between 0 and 1" in out.error
 
 
-async def test_latency_is_waited_concurrently(registry: PluginRegistry) -> None:
+async def test_latency_is_waited_concurrently(registry: PluginRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 50 latencies are waited at once, on the loop: each wait is held until all 50 are
+    waiting, which waits one after another (or a blocking sleep) never reach. (It was timed:
+    under 2.5 s for 50 of 0.1 s, 0.68 s once under the whole suite's load.)"""
+    waits: list[float] = []
+    all_waiting = asyncio.Event()
+
+    async def held(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 50:
+            all_waiting.set()
+        await asyncio.wait_for(all_waiting.wait(), 30)
+
+    monkeypatch.setattr(simulation, "asyncio", SimpleNamespace(sleep=held))  # (the module's own name only)
     tasks = [make_task("create", provider_fields={"latency_ms": "100"}, task_id=f"t{i}") for i in range(50)]
-    started = time.perf_counter()
     outs = await asyncio.gather(*(registry.execute(t) for t in tasks))
-    elapsed = time.perf_counter() - started
-    # Waited one after another, the 50 latencies would take 5 s; at once, 0.1 s and whatever the
-    # machine adds (0.68 s once under the whole suite's load): half the serial time tells them apart.
-    assert all(o.ok for o in outs) and 0.1 <= elapsed < 2.5
+    assert all(o.ok for o in outs) and waits == [0.1] * 50
 
 
 async def test_automator_uses_its_fields_then_the_provider_fields(registry: PluginRegistry) -> None:
