@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -51,6 +52,9 @@ def problem_text(problem: Any) -> str:
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
+    mistyped = _type_text(problem)
+    if mistyped is not None:
+        return mistyped
     limited = _limit_text(problem)  # (a limit of our own, named, before any number's range)
     if limited is not None:
         return limited
@@ -62,6 +66,51 @@ def problem_text(problem: Any) -> str:
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
+
+
+_WANTED = {"int_type": "a whole number", "int_from_float": "a whole number", "float_type": "a number",
+           "bool_type": "true or false", "string_type": "text in quotes", "list_type": "an array", "dict_type": "an object"}
+"""What a field of each type takes, said in JSON's words: a strict body (HTTP) said "Input should
+be a valid integer" of `"nodes": "3"`, without saying that the quotes were the fault."""
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an array" if isinstance(value, (list, tuple)) else "an object"
+
+
+def _type_text(problem: Any) -> str | None:
+    """A value of the wrong JSON type, said with what the field takes: `'3' is text: give a whole
+    number, without quotes`."""
+    wanted = _WANTED.get(str(problem.get("type")))
+    if wanted is None:
+        return None
+    given = problem.get("input")
+    if given is None:
+        return f"is null: give {wanted}"
+    shown = repr(given) if isinstance(given, str) else json.dumps(given, default=str)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    if isinstance(given, float) and wanted == "a whole number":
+        return f"{shown} is not a whole number"
+    unquoted = isinstance(given, str) and wanted not in ("text in quotes", "an array", "an object") and _reads_as(given, wanted)
+    return f"{shown} is {_json_kind(given)}: give {wanted}" + (", without quotes" if unquoted else "")
+
+
+def _reads_as(text: str, wanted: str) -> bool:
+    if wanted == "true or false":
+        return text.strip().lower() in ("true", "false")
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return wanted == "a number" or number.is_integer()
 
 
 def too_long_text(length: int, limit: int) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
@@ -123,6 +123,16 @@ def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable
     return refused(422, f"invalid request: {words}", next(iter(reasons), what), problems=problems if len(problems) > 1 else None)
 
 
+def body_fields(model: type[BaseModel], body: dict[str, Any] | None) -> dict[str, Any]:
+    """A JSON body's fields, read strictly: each value must already be of its field's JSON type
+    (`"nodes": "3"` is refused, not read as 3; `"dry_run"`-like flags are true or false, not
+    "true"). A body is typed by its sender, so a string where a number belongs is a mistake to
+    name, not to guess at; query parameters, strings by nature, are parsed (docs/tracker.md,
+    "Writes"). The body was parsed already (`strict_json`), so it is written back to JSON once to
+    validate it as JSON, where strings do stand for enums, dates and ids."""
+    return model.model_validate_json(json.dumps(body or {}), strict=True).model_dump(exclude_unset=True)
+
+
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
                  body: dict[str, Any] | None, *, dry_run: bool = False, key: str | None = None,
                  if_version: int | None = None) -> Written:
@@ -130,7 +140,7 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
     fields: dict[str, Any] = {}
     if route.body is not None:
         try:
-            fields = route.body.model_validate(body or {}).model_dump(exclude_unset=True)
+            fields = body_fields(route.body, body)
         except ValidationError as err:
             return validation_refusal(err, takes=route.body.model_fields)
     elif body:

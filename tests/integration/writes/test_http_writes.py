@@ -109,6 +109,9 @@ BAD: list[tuple[str, str, Any, dict[str, str], int, str]] = [
     # (accepted, it made a cluster whose job failed `no layout: yarn-nodemanager requires ...` a moment later)
     ("POST", "/v1/clusters", {**MAKE, "name": "w2", "services": ["base", "yarn-nodemanager"]}, {}, 422, "services"),
     ("POST", "/v1/clusters", {**MAKE, "config": "{not json"}, {}, 422, "config"),
+    # a JSON body is strict: a string where a number is expected was read as the number (a create of 3 nodes)
+    ("POST", "/v1/clusters?dry_run=true", {**MAKE, "nodes": "3"}, {}, 422, "nodes"),
+    ("POST", "/v1/clusters?dry_run=true", {**MAKE, "pool": {"urgency": "5"}}, {}, 422, "pool.urgency"),
     ("POST", "/v1/clusters", {**MAKE, "requested_by": "root"}, {}, 422, "requested_by"),
     ("POST", "/v1/clusters", b"{not json", {}, 400, "body"),
     ("POST", "/v1/clusters", json.dumps(MAKE), {"Content-Type": "text/plain"}, 415, "Content-Type"),
