@@ -23,10 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
-from contracts.commands import JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.commands import COMMAND_ADAPTER, JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.errors import problem_text
 from contracts.events import PlanSaved
-from contracts.governance import GovernanceAnswer
+from contracts.governance import GovernanceAnswer, Schedule
 from contracts.identity import Permission, Scope
 from muster.catalog.files import kind_of
 from muster.catalog.problems import KIND_LABEL
@@ -105,15 +105,17 @@ def request_id_for(tenant: str, principal: str, key: str | None) -> str:
     return "http-" + hashlib.sha256(f"{tenant}\n{principal}\n{key}".encode()).hexdigest()[:40]
 
 
-def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable[str] = ()) -> Written:
+def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable[str] = (), under: tuple[str, int] = ("", 0)) -> Written:
     """422 naming the first field at fault. A field that takes one of several types (a rolling
     batch: a count or a percentage) is named once, with what each type would have needed, not
     by pydantic's names of the types (`rolling.batch.constrained-int`). A field the body does
     not have is answered with those it has (`takes`): `{"add": "2h"}` to extend-lease was told
-    "Extra inputs are not permitted", and not that the field is `add_s`."""
+    "Extra inputs are not permitted", and not that the field is `add_s`. `under`: a field the
+    model validated stands in (`command`), and how many of the location's first parts are not
+    the body's (a union's tag)."""
     reasons: dict[str, list[str]] = {}
     for problem in err.errors():
-        where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
+        where = ".".join([*filter(None, [under[0]]), *(str(p) for p in problem["loc"][under[1]:] if not _UNION_MEMBER.search(str(p)))]) or what
         said = problem_text(problem)
         if problem.get("type") == "extra_forbidden" and len(problem["loc"]) == 1 and takes:
             said = f"this body has no field {where!r} (its fields: {', '.join(takes)})"
@@ -133,6 +135,30 @@ def body_fields(model: type[BaseModel], body: dict[str, Any] | None) -> dict[str
     return model.model_validate_json(json.dumps(body or {}), strict=True).model_dump(exclude_unset=True)
 
 
+_TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}
+
+
+def command_types_refusal(fields: dict[str, Any]) -> Written | None:
+    """A schedule's `command` is an object of the bus's (`dict` in the body's schema): it is held
+    to JSON's types as the body is, `{"nodes": "9"}` a 422 at `command.nodes` (it was stored, and
+    each tick read it as 9). Wrong in other ways too, it is left to the governance service, whose
+    words name what a schedule's command must be."""
+    command = fields.get("command")
+    kind = command.get("type") or _TYPE_OF.get(str(fields.get("verb"))) if isinstance(command, dict) else None
+    if not isinstance(command, dict) or kind is None:
+        return None
+    typed = json.dumps({**command, "type": kind})
+    try:
+        COMMAND_ADAPTER.validate_json(typed, strict=True)
+        return None
+    except ValidationError as strict:
+        try:
+            COMMAND_ADAPTER.validate_json(typed)
+        except ValidationError:
+            return None
+        return validation_refusal(strict, under=("command", 1))
+
+
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
                  body: dict[str, Any] | None, *, dry_run: bool = False, key: str | None = None,
                  if_version: int | None = None) -> Written:
@@ -143,6 +169,9 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
             fields = body_fields(route.body, body)
         except ValidationError as err:
             return validation_refusal(err, takes=route.body.model_fields)
+        loose = command_types_refusal(fields) if route.verb == "governance-put" and route.command is Schedule else None
+        if loose is not None:
+            return loose
     elif body:
         return refused(422, f"{route.method.upper()} {route.path} takes no body; got fields {', '.join(sorted(body))[:200]}", "body")
     denied = await _permission(tracker, actor, route, ids)

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.tracker.write_api import BY_NAME, GOVERNANCE_WRITES, ROUTES
-from services.tracker.writes import body_fields, in_http_terms, refused, request_id_for, validation_refusal
+from services.tracker.writes import body_fields, command_types_refusal, in_http_terms, refused, request_id_for, validation_refusal
 
 BY_NAME_ALL = {r.name: r for r in (*ROUTES, *GOVERNANCE_WRITES)}
 
@@ -112,3 +112,18 @@ def test_a_strict_body_still_takes_what_json_says_as_strings_and_whole_numbers_f
         body_fields(BY_NAME["create_cluster"].body, {"name": "c", "template": "t", "nodes": 3,  # type: ignore[arg-type]
                                                      "services": "base"})
     assert validation_refusal(raised.value).message == "invalid request: services: 'base' is text: give an array"
+
+
+def test_a_schedules_command_is_held_to_jsons_types_as_the_body_is() -> None:
+    """A schedule's `command` is a free object in the body's schema: `"nodes": "9"` in it was
+    stored, and each tick read it as 9."""
+    cid = "0b0c5a59-6b1e-4d43-9d55-3f4a14b0b001"
+    for fields in ({"command": {"type": "ExpandCluster", "cluster_id": cid, "nodes": "9"}},
+                   {"verb": "expand", "command": {"cluster_id": cid, "nodes": "9"}}):  # typed by its verb
+        written = command_types_refusal(fields)
+        assert written is not None and (written.status, written.field) == (422, "command.nodes"), fields
+        assert written.message == "invalid request: command.nodes: '9' is text: give a whole number, without quotes"
+    assert command_types_refusal({"command": {"type": "ExpandCluster", "cluster_id": cid, "nodes": 9}}) is None
+    # Wrong in other ways too (no cluster): the governance service's words say what a command must be.
+    assert command_types_refusal({"command": {"type": "ExpandCluster", "nodes": "9"}}) is None
+    assert command_types_refusal({"command": {"cluster_id": cid}}) is None
