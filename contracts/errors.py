@@ -100,7 +100,8 @@ def _type_text(problem: Any) -> str | None:
     if isinstance(given, float) and wanted == "a whole number":
         return f"{shown} is not a whole number"
     unquoted = isinstance(given, str) and wanted not in ("text in quotes", "an array", "an object") and _reads_as(given, wanted)
-    return f"{shown} is {_json_kind(given)}: give {wanted}" + (", without quotes" if unquoted else "")
+    example = f", e.g. [{json.dumps(given[:40])}]" if wanted == "an array" and isinstance(given, str) else ""
+    return f"{shown} is {_json_kind(given)}: give {wanted}" + (", without quotes" if unquoted else example)
 
 
 def _reads_as(text: str, wanted: str) -> bool:

@@ -111,7 +111,7 @@ def test_a_strict_body_still_takes_what_json_says_as_strings_and_whole_numbers_f
     with pytest.raises(ValidationError) as raised:
         body_fields(BY_NAME["create_cluster"].body, {"name": "c", "template": "t", "nodes": 3,  # type: ignore[arg-type]
                                                      "services": "base"})
-    assert validation_refusal(raised.value).message == "invalid request: services: 'base' is text: give an array"
+    assert validation_refusal(raised.value).message == "invalid request: services: 'base' is text: give an array, e.g. [\"base\"]"
 
 
 def test_a_schedules_command_is_held_to_jsons_types_as_the_body_is() -> None:
