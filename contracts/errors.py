@@ -15,6 +15,16 @@ _BOUNDED_WORD = re.compile(r"\^\[A-Za-z0-9_\\-\]\{(\d+),(\d+)\}\$")
 _PATTERNS = {
     r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$": f"use {_WORD_CHARS}, not starting with '-'",
     r"^\d+(\.\d+)?%$": "give a whole number or a percentage such as '25%'",
+    r"^[A-Za-z0-9.\-:%\[\]]{1,253}$": "give a host name or an IP address (letters, digits, '.', '-', ':', '%', '[' and ']')",
+    r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$": "use up to 128 letters, digits, '_', '.', ':' and '-', starting with a letter or digit",
+    r"^[A-Za-z0-9_.:/=\-]{1,64}$": "use up to 64 letters, digits, '_', '.', ':', '/', '=' and '-' (no spaces)",
+    r"^[a-z_][a-z0-9_\-]{0,31}$": "give a login name: up to 32 lower-case letters, digits, '_' and '-', not starting with a digit",
+    r"^[A-Za-z0-9_\-.]+$": "give a NATS subject: letters, digits, '_', '-' and '.' (no wildcards, no spaces)",
+    r"^[A-Za-z0-9_\-]+$": f"use {_WORD_CHARS}",
+    r"^[a-z][a-z\-]{1,31}$": "give an operation's verb (check, restart, extend-lease, ...): lower-case letters and '-'",
+    r"^https?://[^\s@]+$": "give an http:// or https:// URL, without spaces or credentials (user@)",
+    r"^(https?|secret)://": "give an http:// or https:// URL, or secret://NAME for one in the notifier's secrets file",
+    r"^muster\.cb\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$": "give a subject under muster.cb.<your tenant>. (e.g. muster.cb.acme.alerts)",
 }
 """Patterns of the contracts in words: a person is not asked to read a regular expression."""
 _OBJECTS = {"Rolling": '{"batch": 2, "tolerance": 0} (a batch of nodes, or a percentage such as "25%")'}
