@@ -62,6 +62,9 @@ def problem_text(problem: Any) -> str:
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
+    if problem.get("type") in ("datetime_parsing", "datetime_from_date_parsing", "datetime_type"):
+        # (it said "Input should be a valid datetime or date, input is too short" of 'tomorrow')
+        return f"{str(problem.get('input'))[:40]!r} is not a time: give one in ISO 8601 with its time zone, e.g. '2030-01-01T09:00:00Z'"
     mistyped = _type_text(problem)
     if mistyped is not None:
         return mistyped
@@ -82,6 +85,10 @@ _WANTED = {"int_type": "a whole number", "int_from_float": "a whole number", "fl
            "bool_type": "true or false", "string_type": "text in quotes", "list_type": "an array", "dict_type": "an object"}
 """What a field of each type takes, said in JSON's words: a strict body (HTTP) said "Input should
 be a valid integer" of `"nodes": "3"`, without saying that the quotes were the fault."""
+JSON_TYPE_ERRORS = frozenset(_WANTED)
+"""pydantic's errors of a value of another JSON type than its field's (strict mode's own: lax
+mode reads "3" as 3)."""
+_WANTED |= {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": "true or false"}
 
 
 def _json_kind(value: Any) -> str:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
 from contracts.commands import COMMAND_ADAPTER, JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
-from contracts.errors import problem_text
+from contracts.errors import JSON_TYPE_ERRORS, problem_text
 from contracts.events import PlanSaved
 from contracts.governance import GovernanceAnswer, Schedule
 from contracts.identity import Permission, Scope
@@ -126,13 +126,47 @@ def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable
 
 
 def body_fields(model: type[BaseModel], body: dict[str, Any] | None) -> dict[str, Any]:
-    """A JSON body's fields, read strictly: each value must already be of its field's JSON type
-    (`"nodes": "3"` is refused, not read as 3; `"dry_run"`-like flags are true or false, not
-    "true"). A body is typed by its sender, so a string where a number belongs is a mistake to
-    name, not to guess at; query parameters, strings by nature, are parsed (docs/tracker.md,
-    "Writes"). The body was parsed already (`strict_json`), so it is written back to JSON once to
-    validate it as JSON, where strings do stand for enums, dates and ids."""
-    return model.model_validate_json(json.dumps(body or {}), strict=True).model_dump(exclude_unset=True)
+    """A JSON body's fields, each value of its field's JSON type: `"nodes": "3"` is refused, not
+    read as 3, `"restart": "true"` is not true. A body is typed by its sender, so a string where
+    a number belongs is a mistake to name, not to guess at; query parameters, strings by nature,
+    are parsed (docs/tracker.md, "Writes"). What JSON can only say as a string is read as before
+    (a time, a date for a time, a percentage)."""
+    raw = json.dumps(body or {})
+    return typed_strictly(lambda strict: model.model_validate_json(raw, strict=strict)).model_dump(exclude_unset=True)
+
+
+def typed_strictly(validate: Callable[[bool], Any]) -> Any:
+    """`validate(strict=False)`'s value, refused for the values strict mode finds of another JSON
+    type than their field's (JSON_TYPE_ERRORS) only: strict mode also refuses a date for a
+    time and other strings lax mode reads well. Refused by lax mode too (a field missing), the
+    refusal has both (every problem at once)."""
+    lax: ValidationError | None = None
+    try:
+        value = validate(False)
+    except ValidationError as err:
+        lax = err
+    try:
+        validate(True)
+        wrong: list[Any] = []
+    except ValidationError as strict:
+        wrong = [_detail(e) for e in strict.errors() if e["type"] in JSON_TYPE_ERRORS]
+    if lax is None:
+        if not wrong:
+            return value
+        raise ValidationError.from_exception_data("body", wrong)
+    said = {tuple(e["loc"]) for e in lax.errors()}
+    more = [e for e in wrong if tuple(e["loc"]) not in said]
+    if not more:
+        raise lax
+    try:
+        combined = ValidationError.from_exception_data("body", [_detail(e) for e in lax.errors()] + more)
+    except (TypeError, ValueError, KeyError):  # (an error pydantic cannot rebuild: lax mode's own words)
+        raise lax from None
+    raise combined
+
+
+def _detail(error: Any) -> Any:
+    return {"type": error["type"], "loc": error["loc"], "input": error["input"], **({"ctx": error["ctx"]} if "ctx" in error else {})}
 
 
 _TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}
@@ -149,14 +183,14 @@ def command_types_refusal(fields: dict[str, Any]) -> Written | None:
         return None
     typed = json.dumps({**command, "type": kind})
     try:
-        COMMAND_ADAPTER.validate_json(typed, strict=True)
+        COMMAND_ADAPTER.validate_json(typed)
+    except ValidationError:
         return None
+    try:
+        typed_strictly(lambda strict: COMMAND_ADAPTER.validate_json(typed, strict=strict))
     except ValidationError as strict:
-        try:
-            COMMAND_ADAPTER.validate_json(typed)
-        except ValidationError:
-            return None
         return validation_refusal(strict, under=("command", 1))
+    return None
 
 
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],

@@ -127,3 +127,18 @@ def test_a_schedules_command_is_held_to_jsons_types_as_the_body_is() -> None:
     # Wrong in other ways too (no cluster): the governance service's words say what a command must be.
     assert command_types_refusal({"command": {"type": "ExpandCluster", "nodes": "9"}}) is None
     assert command_types_refusal({"command": {"cluster_id": cid}}) is None
+
+
+def test_strict_about_jsons_types_only_a_date_for_a_time_is_still_read() -> None:
+    """Strict mode also refuses a date for a time (`"until": "2030-01-01"`), which lax mode reads
+    well and JSON can only say as a string: only values of another JSON type are refused."""
+    body = BY_NAME["extend_lease"].body
+    assert body is not None
+    assert body_fields(body, {"until": "2030-01-01"})["until"].year == 2030
+    with pytest.raises(ValidationError) as raised:
+        body_fields(body, {"until": "tomorrow"})
+    assert validation_refusal(raised.value).message == ("invalid request: until: 'tomorrow' is not a time: give one in ISO 8601 "
+                                                        "with its time zone, e.g. '2030-01-01T09:00:00Z'")
+    with pytest.raises(ValidationError) as raised:  # a union (a count or a percentage): the count's words
+        body_fields(BY_NAME["restart_cluster"].body, {"rolling": {"batch": "2"}})  # type: ignore[arg-type]
+    assert validation_refusal(raised.value).message == "invalid request: rolling.batch: '2' is text: give a whole number, without quotes"
