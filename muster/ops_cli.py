@@ -43,7 +43,7 @@ from muster.help_group import WholeHelpGroup
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
-from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
+from .cli_support import CliError, Duration, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import parse_rolling as _rolling
 from .ops_care_cli import rolling_options, seconds
 from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, create_op, job_op, out
@@ -354,7 +354,8 @@ for _read in cluster_reads_cli.JOB_COMMANDS:  # list
 
 @job.command("wait")
 @click.argument("job_id", required=False, metavar="JOB_ID")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait at most (then exit 3)")
+@click.option("--timeout", default=3600.0, show_default=True, type=Duration(),
+              help="how long to wait at most, then exit 3 (seconds, or 90s, 10m, 2h)")
 @_read_options
 @command
 async def wait(job_id: str | None, timeout: float, bus: Bus, as_json: bool) -> None:

@@ -26,7 +26,7 @@ from muster.bus.server import DataDirBusy, ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
-from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, run, translates
+from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, run, translates
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
@@ -413,7 +413,7 @@ async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: 
 
 @click.command("down")
 @_data_dir_option
-@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(1), help="seconds to wait for each step")
+@click.option("--timeout", default=30.0, show_default=True, type=Duration(1), help="how long to wait for each step (seconds, or 90s, 2m)")
 def down(data_dir: Path, timeout: float) -> None:
     """Stop the deployment `muster up` runs on this data directory (from another shell or a
     script), as Ctrl-C in its terminal would."""
