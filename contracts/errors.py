@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -14,6 +15,16 @@ _BOUNDED_WORD = re.compile(r"\^\[A-Za-z0-9_\\-\]\{(\d+),(\d+)\}\$")
 _PATTERNS = {
     r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$": f"use {_WORD_CHARS}, not starting with '-'",
     r"^\d+(\.\d+)?%$": "give a whole number or a percentage such as '25%'",
+    r"^[A-Za-z0-9.\-:%\[\]]{1,253}$": "give a host name or an IP address (letters, digits, '.', '-', ':', '%', '[' and ']')",
+    r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$": "use up to 128 letters, digits, '_', '.', ':' and '-', starting with a letter or digit",
+    r"^[A-Za-z0-9_.:/=\-]{1,64}$": "use up to 64 letters, digits, '_', '.', ':', '/', '=' and '-' (no spaces)",
+    r"^[a-z_][a-z0-9_\-]{0,31}$": "give a login name: up to 32 lower-case letters, digits, '_' and '-', not starting with a digit",
+    r"^[A-Za-z0-9_\-.]+$": "give a NATS subject: letters, digits, '_', '-' and '.' (no wildcards, no spaces)",
+    r"^[A-Za-z0-9_\-]+$": f"use {_WORD_CHARS}",
+    r"^[a-z][a-z\-]{1,31}$": "give an operation's verb (check, restart, extend-lease, ...): lower-case letters and '-'",
+    r"^https?://[^\s@]+$": "give an http:// or https:// URL, without spaces or credentials (user@)",
+    r"^(https?|secret)://": "give an http:// or https:// URL, or secret://NAME for one in the notifier's secrets file",
+    r"^muster\.cb\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$": "give a subject under muster.cb.<your tenant>. (e.g. muster.cb.acme.alerts)",
 }
 """Patterns of the contracts in words: a person is not asked to read a regular expression."""
 _OBJECTS = {"Rolling": '{"batch": 2, "tolerance": 0} (a batch of nodes, or a percentage such as "25%")'}
@@ -51,6 +62,12 @@ def problem_text(problem: Any) -> str:
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
+    if problem.get("type") in ("datetime_parsing", "datetime_from_date_parsing", "datetime_type"):
+        # (it said "Input should be a valid datetime or date, input is too short" of 'tomorrow')
+        return f"{str(problem.get('input'))[:40]!r} is not a time: give one in ISO 8601 with its time zone, e.g. '2030-01-01T09:00:00Z'"
+    mistyped = _type_text(problem)
+    if mistyped is not None:
+        return mistyped
     limited = _limit_text(problem)  # (a limit of our own, named, before any number's range)
     if limited is not None:
         return limited
@@ -62,6 +79,56 @@ def problem_text(problem: Any) -> str:
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
+
+
+_WANTED = {"int_type": "a whole number", "int_from_float": "a whole number", "float_type": "a number",
+           "bool_type": "true or false", "string_type": "text in quotes", "list_type": "an array", "dict_type": "an object"}
+"""What a field of each type takes, said in JSON's words: a strict body (HTTP) said "Input should
+be a valid integer" of `"nodes": "3"`, without saying that the quotes were the fault."""
+JSON_TYPE_ERRORS = frozenset(_WANTED)
+"""pydantic's errors of a value of another JSON type than its field's (strict mode's own: lax
+mode reads "3" as 3)."""
+_WANTED |= {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": "true or false"}
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an array" if isinstance(value, (list, tuple)) else "an object"
+
+
+def _type_text(problem: Any) -> str | None:
+    """A value of the wrong JSON type, said with what the field takes: `'3' is text: give a whole
+    number, without quotes`."""
+    wanted = _WANTED.get(str(problem.get("type")))
+    if wanted is None:
+        return None
+    given = problem.get("input")
+    if given is None:
+        return f"is null: give {wanted}"
+    shown = repr(given) if isinstance(given, str) else json.dumps(given, default=str)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    if isinstance(given, float) and wanted == "a whole number":
+        return f"{shown} is not a whole number"
+    unquoted = isinstance(given, str) and wanted not in ("text in quotes", "an array", "an object") and _reads_as(given, wanted)
+    example = f", e.g. [{json.dumps(given[:40])}]" if wanted == "an array" and isinstance(given, str) else ""
+    return f"{shown} is {_json_kind(given)}: give {wanted}" + (", without quotes" if unquoted else example)
+
+
+def _reads_as(text: str, wanted: str) -> bool:
+    if wanted == "true or false":
+        return text.strip().lower() in ("true", "false")
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return wanted == "a number" or number.is_integer()
 
 
 def too_long_text(length: int, limit: int) -> str:

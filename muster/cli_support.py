@@ -26,6 +26,8 @@ from pydantic import ValidationError
 from contracts.errors import describe_validation_error
 from contracts.limits import NotJson, strict_json
 
+from . import durations
+
 T = TypeVar("T")
 
 EXIT_OK = 0
@@ -183,6 +185,29 @@ def guarded(f: Callable[..., T]) -> Callable[..., T]:
             raise _reported(err) from None
 
     return wrapper
+
+
+class Duration(click.ParamType[float]):
+    """A time an option waits, as people type it (`30`, `90s`, `10m`, `2h`), in seconds, within
+    [`least`, `most`]: `--timeout 10m` was "'10m' is not a valid float range" (click's words)."""
+
+    name = "duration"
+
+    def __init__(self, least: float = 0.1, most: float | None = None) -> None:
+        self.least, self.most = least, most
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            found: float | None = float(value)  # (a default)
+        else:
+            found = durations.parsed(str(value))
+            if found is None:
+                self.fail(f"{str(value)[:40]!r} is not a duration ({durations.EXAMPLES})", param, ctx)
+        assert found is not None
+        if found < self.least or (self.most is not None and found > self.most):
+            most = f" and at most {durations.spoken(self.most)}" if self.most is not None else ""
+            self.fail(f"{str(value)[:40]!r} is out of range: give at least {durations.spoken(self.least)}{most}", param, ctx)
+        return found
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:

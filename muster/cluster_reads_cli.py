@@ -44,7 +44,7 @@ async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: b
     if not clusters:
         # Only deleted ones: say so, else "no clusters" reads as if the tenant never had any.
         hidden = len(every) - len(clusters)
-        elsewhere = await _elsewhere(bus) if bus.asked is None else None
+        elsewhere = await _elsewhere(bus)
         tenant = elsewhere.here if elsewhere is not None else tenant
         where = f" in tenant {tenant!r}" if tenant else ""
         out.print(f"no clusters{where}" + (f" ({hidden} deleted: --all lists them)" if hidden else "")
@@ -68,14 +68,16 @@ ELSEWHERE_TENANTS = 20
 
 
 async def _elsewhere(bus: Bus) -> Elsewhere | None:
-    """For an empty listing without --tenant: the tenant it was (the token's own, `default` for a
-    super admin, who has none), and for a super admin the other tenants that have clusters, with
-    the command that lists them: "no clusters" read as if the deployment had none."""
+    """For an empty listing: the tenant it was (`--tenant`, else the token's own, `default` for
+    a super admin, who has none), and for a super admin the other tenants that have clusters,
+    with the command that lists them: "no clusters" read as if the deployment had none (with
+    `--tenant acme` too, until session 34). Only a super admin reads other tenants: anyone
+    else is told nothing of them (the tracker would refuse it their reads)."""
     from .auth_cli import ask
 
     try:
         me = await ask(bus, "whoami")
-        here = str(me.get("tenant") or "default")  # (the tracker's for a principal of no tenant)
+        here = bus.asked or str(me.get("tenant") or "default")  # (the tracker's for a principal of no tenant)
         if me.get("role") != "super_admin":
             return Elsewhere(here, "")
         others = [str(t["tenant"]) for t in await ask(bus, "tenant-list") if t["tenant"] != here]

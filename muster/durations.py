@@ -4,6 +4,8 @@ typed; the CLI said `86400 s` and the console `24 h`)."""
 
 from __future__ import annotations
 
+import re
+
 UNITS = (("d", 86400), ("h", 3600), ("min", 60))
 
 
@@ -13,3 +15,14 @@ def spoken(seconds: float) -> str:
         if seconds >= size and seconds % size == 0 and (unit != "d" or seconds >= 2 * size):
             return f"{seconds / size:g} {unit}"
     return f"{seconds:g} s"
+
+
+_PARTS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_TYPED = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+EXAMPLES = "e.g. 3600, 90s, 15m, 2h, 7d"
+
+
+def parsed(text: str) -> float | None:
+    """`90`, `90s`, `15m`, `2h`, `7d` -> seconds; None if it is none of these."""
+    match = _TYPED.fullmatch(text.strip())
+    return float(match.group(1)) * _PARTS[match.group(2) or "s"] if match is not None else None

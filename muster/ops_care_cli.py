@@ -14,6 +14,7 @@ import click
 
 from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster, Rolling
 
+from . import durations
 from .cli_bus import Bus
 from .cli_support import CliError, echo_json
 from .client import ClusterInfo
@@ -21,15 +22,13 @@ from .cluster_reads_cli import cluster_read
 from .ops_session import Options, Session, chosen, cluster_op, job_op, out, read_cluster
 from .tables import print_rows
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def seconds(text: str, option: str) -> float:
     """`90`, `90s`, `15m`, `2h`, `7d` -> seconds."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
-    if match is None:
-        raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
-    return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+    found = durations.parsed(text)
+    if found is None:
+        raise CliError(f"{option}: {text!r} is not a duration ({durations.EXAMPLES})")
+    return found
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:

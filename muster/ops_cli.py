@@ -8,7 +8,6 @@ is named by its id or its name.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +43,7 @@ from muster.help_group import WholeHelpGroup
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
-from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
+from .cli_support import CliError, Duration, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import parse_rolling as _rolling
 from .ops_care_cli import rolling_options, seconds
 from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, create_op, job_op, out
@@ -79,8 +78,9 @@ def pool_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """How a create or expand on a pool provider waits for its hosts (docs/pools.md)."""
     f = click.option("--callback", default=None, metavar="URL|SUBJECT",
                      help="pool: told when the hosts are granted and when the job ends (an http(s) URL, or muster.cb.<tenant>.…)")(f)
-    f = click.option("--wait-for-hosts", type=click.FloatRange(min=0.001, max=MAX_WAIT_S), default=None, metavar="SECONDS",
-                     help="pool: fail the job if its hosts are not granted within this time (at most 30 days)")(f)
+    f = click.option("--wait-for-hosts", default=None, metavar="DURATION",
+                     help="pool: fail the job if its hosts are not granted within this time (600, 90s, 10m, 2h, 7d; "
+                          "at most 30 days)")(f)
     f = click.option("--urgency", type=click.IntRange(0, 1000), default=50, show_default=True,
                      help="pool: how urgent (the pool serves urgency x tenant priority first)")(f)
     return f
@@ -92,9 +92,21 @@ relayout_option = click.option(
          "(default: the template's administration.relayout)")
 
 
-def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> PoolWait:
-    if wait_s is not None and math.isnan(wait_s):  # (a range passes NaN: no comparison holds; it was "nan is over the limit")
-        raise CliError("--wait-for-hosts: 'nan' is not a number of seconds")
+def wait_seconds(text: str | None) -> float | None:
+    """`--wait-for-hosts` in seconds, as `--lease` is read (`600`, `10m`, `2h`): it took seconds
+    only (`10m` was "not a valid float range"), and NaN and inf went to the planner and came back
+    as "invalid request: wait_s: nan is over the limit" (session 33)."""
+    if text is None:
+        return None
+    wait_s = seconds(text, "--wait-for-hosts")
+    if not 0 < wait_s <= MAX_WAIT_S:
+        raise CliError(f"--wait-for-hosts: {text!r} is {'no time' if wait_s == 0 else 'over 30 days'}: give more than 0 and at "
+                       "most 30 days (e.g. 600, 10m, 2h, 7d)")
+    return wait_s
+
+
+def _pool_wait(urgency: int, wait_for_hosts: str | None, callback: str | None) -> PoolWait:
+    wait_s = wait_seconds(wait_for_hosts)
     target = None
     if callback:
         try:
@@ -122,7 +134,7 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
 @create_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
                  hardwaretype: str | None, imagetype: str | None, config_text: str | None, lease: str | None,
-                 relayout: int | None, urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
+                 relayout: int | None, urgency: int, wait_for_hosts: str | None, callback: str | None, opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
     if not isinstance(config, dict):  # (as configure says it: the request's model said "Input should be a valid dictionary")
@@ -152,7 +164,7 @@ async def delete(cluster_ref: str, opts: Options) -> None:
 @pool_options
 @cluster_op
 async def expand(cluster_ref: str, nodes: int | None, add: int | None, relayout: int | None, urgency: int,
-                 wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
+                 wait_for_hosts: str | None, callback: str | None, opts: Options) -> None:
     """Add nodes to CLUSTER (existing nodes are not touched)."""
     async with Session(opts) as s:
         c = await s.cluster(cluster_ref)
@@ -342,7 +354,8 @@ for _read in cluster_reads_cli.JOB_COMMANDS:  # list
 
 @job.command("wait")
 @click.argument("job_id", required=False, metavar="JOB_ID")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait at most (then exit 3)")
+@click.option("--timeout", default=3600.0, show_default=True, type=Duration(),
+              help="how long to wait at most, then exit 3 (seconds, or 90s, 10m, 2h)")
 @_read_options
 @command
 async def wait(job_id: str | None, timeout: float, bus: Bus, as_json: bool) -> None:

@@ -23,6 +23,7 @@ from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.identity import OPERATION_PERMISSIONS, Permission
 from contracts.records import Recorded
 
+from . import cli_support
 from .cli_bus import Bus, CliClient, bus_options, open_client
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .client import ClusterInfo, new_request_id, rejected_words
@@ -102,8 +103,8 @@ def _op_options(dry_run: bool, if_version: bool = True) -> Callable[[Callable[..
         if dry_run and if_version:
             g = click.option("--if-version", type=click.IntRange(1), default=None,
                              help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
-        g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
-                         help="seconds --wait waits at most")(g)
+        g = click.option("--timeout", default=3600.0, show_default=True, type=cli_support.Duration(),
+                         help="how long --wait waits at most (seconds, or 90s, 10m, 2h)")(g)
         g = click.option("--by", default=None, help="who asks, without a token (with one, the log records its principal)")(g)
         g = click.option("--request-id", default=None,
                          help="idempotency key: the same key always maps to the same job (default: a new one)")(g)

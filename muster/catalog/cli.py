@@ -64,6 +64,9 @@ def _writer(nc: Any, by: str | None) -> str:
 def _kind(word: str) -> str:
     kind = kind_of(word)
     if kind is None:
+        first, slash, rest = word.partition("/")
+        if slash and kind_of(first) is not None:  # as a grant's scope names one (`catalog:hardwaretypes/small`)
+            raise CliError(f"unknown kind {word!r}: give the kind and the name apart, `{kind_of(first)} {rest}`")
         raise CliError(f"unknown kind {word!r}; kinds are {', '.join(KINDS)}")
     return kind
 
@@ -261,6 +264,8 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
 @command
 async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bool) -> None:
     """List the entities of KIND, or show one (sensitive provider fields are masked)."""
+    if name is None and kind.partition("/")[2] and kind_of(kind.partition("/")[0]) is not None:  # KIND/NAME, as a scope names one
+        kind, _, name = kind.partition("/")
     k = _kind(kind)
     async with TrackerReads(bus) as tracker:
         state, tenant, complete = await _read_catalog(tracker)

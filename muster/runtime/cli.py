@@ -26,7 +26,7 @@ from muster.bus.server import DataDirBusy, ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
-from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
+from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, run, translates
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
@@ -46,6 +46,9 @@ console = Output(highlight=False, soft_wrap=True, markup=False)
 columns in a pipe, and a job's error is shown as it is (not read as markup)."""
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
 DEMO_TIMEOUT_S = 600.0
+TRACKER_ANSWER_S = 10.0
+"""The demo's own read of its job from the tracker, whole (the tracker answers it in
+milliseconds; the CLI's reads wait as long for an answer's start: muster.tracker_client.ANSWER_S)."""
 
 
 def _data_dir_option(f: Any) -> Any:
@@ -384,15 +387,33 @@ def show_layout(layout: dict[str, Any], console: Console) -> None:
 
 
 async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
-    async with aiohttp.ClientSession(connector=http_connector()) as http:
-        async with http.get(f"{deployment.tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)},
-                            ssl=http_ssl(deployment.data_dir)) as resp:
-            return await resp.json()
+    """The job as the tracker shows it, within TRACKER_ANSWER_S: the demo waited aiohttp's
+    default of 300 s for a tracker that said nothing, and a refusal read as a KeyError."""
+    url = f"{deployment.tracker_url}/v1/jobs/{job_id}"
+    logs = deployment.data_dir / "logs"
+    try:
+        async with aiohttp.ClientSession(connector=http_connector(),
+                                         timeout=aiohttp.ClientTimeout(total=TRACKER_ANSWER_S)) as http:
+            async with http.get(url, headers={"X-Muster-Tenant": tenant, **bearer_headers(token)},
+                                ssl=http_ssl(deployment.data_dir)) as resp:
+                body = await resp.json(content_type=None)
+                if resp.status != 200 or not isinstance(body, dict) or "state" not in body:
+                    said = body.get("error", {}).get("message") if isinstance(body, dict) else None
+                    raise CliError(f"the tracker answered GET {url} with HTTP {resp.status}: {said or str(body)[:200]} "
+                                   f"(its log: {logs / 'tracker.log'})", EXIT_FAILED)
+                return body
+    except TimeoutError:
+        raise CliError(f"the tracker at {deployment.tracker_url} did not answer GET /v1/jobs/{job_id} within "
+                       f"{TRACKER_ANSWER_S:g} s (the job itself ended: the log says so); its log: {logs / 'tracker.log'}",
+                       EXIT_UNREACHABLE) from None
+    except (aiohttp.ClientError, ValueError) as err:
+        raise CliError(f"the tracker at {deployment.tracker_url} could not be read (GET /v1/jobs/{job_id}): "
+                       f"{str(err) or type(err).__name__}; its log: {logs / 'tracker.log'}", EXIT_UNREACHABLE) from None
 
 
 @click.command("down")
 @_data_dir_option
-@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(1), help="seconds to wait for each step")
+@click.option("--timeout", default=30.0, show_default=True, type=Duration(1), help="how long to wait for each step (seconds, or 90s, 2m)")
 def down(data_dir: Path, timeout: float) -> None:
     """Stop the deployment `muster up` runs on this data directory (from another shell or a
     script), as Ctrl-C in its terminal would."""

@@ -287,7 +287,14 @@ class PoolService:
             return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}{ended_note(name, ended)}",
                               changed=unfrozen)
         if isinstance(c, ConfigurePool):
-            _, ended = await self.decide(name, lambda p: ending(p, lambda: p.configure(c.terms, by)), create_by=by, atomic=True)
+            # (only a pool made by this command has events not yet stored before it changes it)
+            new, (_, ended) = await self.decide(name, lambda p: (bool(p.pending_events), ending(p, lambda: p.configure(c.terms, by))),
+                                                create_by=by, atomic=True)
+            if new:  # said so: `configure lba` (a typo) made a pool and read as if it had configured lab
+                others = sorted(await self.pool_names() - {name})
+                return PoolAnswer(message=f"pool {name} is new: made with policy {c.terms.policy}; it has no hosts yet "
+                                          f"(`muster pool add-hosts {name} FILE`)"
+                                          + (f"; the other pools: {', '.join(others)}" if others else ""))
             return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy}){ended_note(name, ended, 'its terms')}")
         if isinstance(c, CheckCallback):
             assert self.sender is not None
@@ -363,15 +370,18 @@ class PoolService:
             out["hosts_detail"] = pool.hosts_view()
         return out
 
+    async def pool_names(self) -> set[str]:
+        """Every pool in the log (another pool service may have made some)."""
+        return set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)}
+
     async def no_pool(self, name: str) -> NoSuchPool:
         """The refusal of a pool nobody made, with the pools there are: a walk of session 27 read
         `refused: there is no pool 'lab'` (like a permission problem) and had to guess the names."""
-        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)}
-        return NoSuchPool(f"no pool {name!r}: {pools_there(list(names))}")
+        return NoSuchPool(f"no pool {name!r}: {pools_there(list(await self.pool_names()))}")
 
     async def list_pools(self) -> list[dict[str, Any]]:
         """Every pool in the log (another pool service may have made some)."""
-        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)}
+        names = await self.pool_names()
         for name in names:
             await self.catch_up(name)
         return [self.pools[n].summary() for n in sorted(names) if n in self.pools]

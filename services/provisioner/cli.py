@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import click
 
 from muster.cli_bus import Bus, bus_options, open_nats
-from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command
+from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, command
 from muster.help_group import WholeHelpGroup
 from muster.tracker_client import TrackerReads
 
@@ -56,7 +56,7 @@ async def list_command(bus: Bus, provisioner_class: str | None, every: bool, as_
 @bus_options(tenant=False)
 @click.argument("provisioner_id")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="wait until it has left")
-@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait (then exit 3)")
+@click.option("--timeout", default=600.0, show_default=True, type=Duration(), help="how long to wait, then exit 3 (seconds, or 90s, 10m)")
 @command
 async def drain_command(bus: Bus, provisioner_id: str, wait: bool, timeout: float) -> None:
     """Stop PROVISIONER_ID taking tasks; it finishes those in flight, deregisters and exits."""

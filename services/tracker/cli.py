@@ -24,6 +24,7 @@ from muster.cli_support import (
     EXIT_INVALID,
     EXIT_UNREACHABLE,
     CliError,
+    Duration,
     command,
     following,
     job_id_of,
@@ -79,7 +80,7 @@ async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
 @click.command("watch")
 @click.argument("job_id", required=False, metavar="JOB_ID")
 @bus_options
-@click.option("--timeout", "deadline", type=click.FloatRange(0.1), default=None, help="give up after this many seconds (exit 3)")
+@click.option("--timeout", "deadline", type=Duration(), default=None, help="give up after this long, exit 3 (seconds, or 90s, 10m, 2h)")
 @following
 async def watch(job_id: str | None, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""

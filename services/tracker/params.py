@@ -124,12 +124,18 @@ def paging(request: web.Request) -> tuple[int, int]:
 
 def known_query(request: web.Request, known: tuple[str, ...]) -> None:
     """A parameter the route does not take is a 400 naming it: ignored, `?name=web` listed every
-    cluster as if it had filtered."""
+    cluster as if it had filtered. So is one given twice (every parameter takes one value): the
+    first was taken and the rest ignored, `?dry_run=true&dry_run=false` a dry run."""
     unknown = sorted(set(request.query) - set(known))
     if unknown:
         tenant = f" (the tenant is chosen with the {api.TENANT_HEADER} header)" if "tenant" in unknown else ""
         raise BadParameter(unknown[0], f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
                                        f"{', '.join(shown(u) for u in unknown)}: this route takes {', '.join(known) or 'none'}{tenant}")
+    for name in request.query:
+        given = request.query.getall(name)
+        if len(given) > 1:
+            raise BadParameter(name, f"{name} is given {len(given)} times ({', '.join(shown(v) for v in given[:5])}): "
+                                     "give it once")
 
 
 def page_json(page: Page) -> web.Response:

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
-from contracts.commands import JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
-from contracts.errors import problem_text
+from contracts.commands import COMMAND_ADAPTER, JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.errors import JSON_TYPE_ERRORS, problem_text
 from contracts.events import PlanSaved
-from contracts.governance import GovernanceAnswer
+from contracts.governance import GovernanceAnswer, Schedule
 from contracts.identity import Permission, Scope
 from muster.catalog.files import kind_of
 from muster.catalog.problems import KIND_LABEL
@@ -105,15 +105,17 @@ def request_id_for(tenant: str, principal: str, key: str | None) -> str:
     return "http-" + hashlib.sha256(f"{tenant}\n{principal}\n{key}".encode()).hexdigest()[:40]
 
 
-def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable[str] = ()) -> Written:
+def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable[str] = (), under: tuple[str, int] = ("", 0)) -> Written:
     """422 naming the first field at fault. A field that takes one of several types (a rolling
     batch: a count or a percentage) is named once, with what each type would have needed, not
     by pydantic's names of the types (`rolling.batch.constrained-int`). A field the body does
     not have is answered with those it has (`takes`): `{"add": "2h"}` to extend-lease was told
-    "Extra inputs are not permitted", and not that the field is `add_s`."""
+    "Extra inputs are not permitted", and not that the field is `add_s`. `under`: a field the
+    model validated stands in (`command`), and how many of the location's first parts are not
+    the body's (a union's tag)."""
     reasons: dict[str, list[str]] = {}
     for problem in err.errors():
-        where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
+        where = ".".join([*filter(None, [under[0]]), *(str(p) for p in problem["loc"][under[1]:] if not _UNION_MEMBER.search(str(p)))]) or what
         said = problem_text(problem)
         if problem.get("type") == "extra_forbidden" and len(problem["loc"]) == 1 and takes:
             said = f"this body has no field {where!r} (its fields: {', '.join(takes)})"
@@ -123,6 +125,74 @@ def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable
     return refused(422, f"invalid request: {words}", next(iter(reasons), what), problems=problems if len(problems) > 1 else None)
 
 
+def body_fields(model: type[BaseModel], body: dict[str, Any] | None) -> dict[str, Any]:
+    """A JSON body's fields, each value of its field's JSON type: `"nodes": "3"` is refused, not
+    read as 3, `"restart": "true"` is not true. A body is typed by its sender, so a string where
+    a number belongs is a mistake to name, not to guess at; query parameters, strings by nature,
+    are parsed (docs/tracker.md, "Writes"). What JSON can only say as a string is read as before
+    (a time, a date for a time, a percentage)."""
+    raw = json.dumps(body or {})
+    return typed_strictly(lambda strict: model.model_validate_json(raw, strict=strict)).model_dump(exclude_unset=True)
+
+
+def typed_strictly(validate: Callable[[bool], Any]) -> Any:
+    """`validate(strict=False)`'s value, refused for the values strict mode finds of another JSON
+    type than their field's (JSON_TYPE_ERRORS) only: strict mode also refuses a date for a
+    time and other strings lax mode reads well. Refused by lax mode too (a field missing), the
+    refusal has both (every problem at once)."""
+    lax: ValidationError | None = None
+    try:
+        value = validate(False)
+    except ValidationError as err:
+        lax = err
+    try:
+        validate(True)
+        wrong: list[Any] = []
+    except ValidationError as strict:
+        wrong = [_detail(e) for e in strict.errors() if e["type"] in JSON_TYPE_ERRORS]
+    if lax is None:
+        if not wrong:
+            return value
+        raise ValidationError.from_exception_data("body", wrong)
+    said = {tuple(e["loc"]) for e in lax.errors()}
+    more = [e for e in wrong if tuple(e["loc"]) not in said]
+    if not more:
+        raise lax
+    try:
+        combined = ValidationError.from_exception_data("body", [_detail(e) for e in lax.errors()] + more)
+    except (TypeError, ValueError, KeyError):  # (an error pydantic cannot rebuild: lax mode's own words)
+        raise lax from None
+    raise combined
+
+
+def _detail(error: Any) -> Any:
+    return {"type": error["type"], "loc": error["loc"], "input": error["input"], **({"ctx": error["ctx"]} if "ctx" in error else {})}
+
+
+_TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}
+
+
+def command_types_refusal(fields: dict[str, Any]) -> Written | None:
+    """A schedule's `command` is an object of the bus's (`dict` in the body's schema): it is held
+    to JSON's types as the body is, `{"nodes": "9"}` a 422 at `command.nodes` (it was stored, and
+    each tick read it as 9). Wrong in other ways too, it is left to the governance service, whose
+    words name what a schedule's command must be."""
+    command = fields.get("command")
+    kind = command.get("type") or _TYPE_OF.get(str(fields.get("verb"))) if isinstance(command, dict) else None
+    if not isinstance(command, dict) or kind is None:
+        return None
+    typed = json.dumps({**command, "type": kind})
+    try:
+        COMMAND_ADAPTER.validate_json(typed)
+    except ValidationError:
+        return None
+    try:
+        typed_strictly(lambda strict: COMMAND_ADAPTER.validate_json(typed, strict=strict))
+    except ValidationError as strict:
+        return validation_refusal(strict, under=("command", 1))
+    return None
+
+
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
                  body: dict[str, Any] | None, *, dry_run: bool = False, key: str | None = None,
                  if_version: int | None = None) -> Written:
@@ -130,9 +200,12 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
     fields: dict[str, Any] = {}
     if route.body is not None:
         try:
-            fields = route.body.model_validate(body or {}).model_dump(exclude_unset=True)
+            fields = body_fields(route.body, body)
         except ValidationError as err:
             return validation_refusal(err, takes=route.body.model_fields)
+        loose = command_types_refusal(fields) if route.verb == "governance-put" and route.command is Schedule else None
+        if loose is not None:
+            return loose
     elif body:
         return refused(422, f"{route.method.upper()} {route.path} takes no body; got fields {', '.join(sorted(body))[:200]}", "body")
     denied = await _permission(tracker, actor, route, ids)

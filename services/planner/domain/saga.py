@@ -226,6 +226,14 @@ def _rolled_back(job: Job, cluster: Cluster) -> None:
     why = ("; no other layout was tried: the job's plan was approved, and another layout would be a plan nobody approved "
            "(ask again)") if job.could_relayout else ""
     job.finish_rollback(why)
+    if job.operation == "create" and not job.attempts:
+        # Nothing was ever sent (a create cancelled while it waited for a pool's hosts: docs/pools.md,
+        # "Giving up"), so nothing was made: the cluster ends, as one whose wait the pool ended,
+        # and its name is free. A create that sent something keeps its name, `failed`, until deleted.
+        waited = f" while it waited for hosts of pool {job.resources['pool']}" if job.resources else ""
+        cluster.change_layout(str(job.id), [])
+        cluster.set_status("deleted", str(job.id), f"{job.operation} {job.error}{waited}: nothing was made; its name is free")
+        return
     gone = job.deleted_nodes()
     cluster.change_layout(str(job.id), [n for n in job.previous_nodes if n.id not in gone])
     cluster.change_config(str(job.id), job.previous_config or cluster.config)

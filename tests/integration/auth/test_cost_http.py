@@ -52,6 +52,12 @@ async def _price(store: EventStore, tenant: str, name: str, cost: str | None) ->
 async def served(authed: Authed) -> AsyncIterator[Served]:
     tokens = await authed.people({"alice": {"tenant": "a"}, "reader": {"tenant": "a"}, "onec": {"tenant": "a"}},
                                  (("alice", "read", "tenant"), ("reader", "read", "cluster:*"), ("onec", "read", f"cluster:{WEB}")))
+    root = await authed.raw(authed.admin_token, "root")
+    try:  # a tenant without clusters, and a reader of it
+        assert (await authed.ask(root, "root", "tenant-create", tenant="c", description=""))["ok"]
+    finally:
+        await root.close()
+    tokens |= await authed.people({"dee": {"tenant": "c"}}, (("dee", "read", "tenant"),), tenant="c")
     tokens |= await authed.people({"bob": {"tenant": "b"}, "tracker": {"role": "service", "service": "tracker"}},
                                   (("bob", "read", "tenant"),), tenant="b")
     tokens["root"] = authed.admin_token
@@ -140,3 +146,12 @@ async def test_a_super_admin_without_clusters_in_default_is_told_which_tenants_h
     ran = await cli_in_process.ran(["cluster", "list", "--tenant", "b"], {**env, "MUSTER_TOKEN": served.tokens["bob"]}, 60,
                                    catch_exceptions=False)
     assert ran.exit_code == 0 and "theirs" in ran.output and "other tenants" not in ran.output, ran.output
+    # Named with --tenant, the tenant it names (it said only "no clusters in tenant 'default'" there).
+    ran = await cli_in_process.ran(["cluster", "list", "--tenant", "default"], env, 60, catch_exceptions=False)
+    assert (ran.exit_code, " ".join(ran.stdout.split())) == (0, "no clusters in tenant 'default'; other tenants have clusters: "
+                                                                "a (1), b (1); list them with `muster cluster list --tenant a`")
+    # Anyone else is told nothing of other tenants: a reader of the whole of its own, empty, tenant.
+    for named in (["--tenant", "c"], []):
+        ran = await cli_in_process.ran(["cluster", "list", *named], {**env, "MUSTER_TOKEN": served.tokens["dee"]}, 60,
+                                       catch_exceptions=False)
+        assert (ran.exit_code, ran.stdout) == (0, "no clusters in tenant 'c'\n"), ran.output

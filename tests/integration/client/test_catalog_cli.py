@@ -142,6 +142,11 @@ async def test_errors_are_one_sentence_and_an_exit_code(nats_url: str, tenant: s
         f"Error: no service 'nope' in the catalog of tenant {tenant!r} (or none you may read)")
     kind = await muster(nats_url, "catalog", "get", "gadgets", "--tenant", tenant)
     assert kind.code == 2 and "unknown kind 'gadgets'" in kind.stderr
+    # KIND/NAME, as a grant's scope names an entity (`catalog:services/nope`): it was "unknown kind 'services/nope'".
+    scoped = await muster(nats_url, "catalog", "get", "services/nope", "--tenant", tenant)
+    assert scoped.code == 2 and scoped.stderr.strip() == missing.stderr.strip(), scoped.stderr
+    apart = await muster(nats_url, "catalog", "delete", "services/nope", "x", "--tenant", tenant)
+    assert apart.code == 2 and "give the kind and the name apart, `services nope`" in apart.stderr, apart.stderr
     unreachable = await muster(nats_url, "catalog", "get", "services", process=True, MUSTER_TRACKER_URL="http://127.0.0.1:9")
     assert unreachable.code == 3 and "cannot reach the tracker at http://127.0.0.1:9" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr

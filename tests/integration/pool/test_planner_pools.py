@@ -86,6 +86,14 @@ async def test_a_create_waits_in_line_is_cancellable_and_goes_on_when_hosts_free
     cancelled = await pipeline.client.wait(third.job_id, timeout=60)
     assert cancelled.type == "JobRolledBack"
     await pool_events.wait(lambda r: r.type == "RequestCancelled" and r.event.request_id == third.job_id)
+    info = await pipeline.client.cluster(third.cluster_id)
+    # Nothing was made (it waited for its hosts): the cluster ends and its name is free; before
+    # session 34 it stayed `failed`, its name taken until `muster cluster delete`.
+    assert info.status == "deleted" and "nothing was made; its name is free" in info.status_reason, info.status_reason
+    again = await pipeline.client.submit(CreateCluster(name="third", template="app-on-pool", nodes=2, pool=PoolWait(urgency=10)))
+    await until_waiting(pipeline, again.job_id)  # (in line behind `second`: taken out again)
+    await pipeline.client.submit(CancelJob(job_id=again.job_id))
+    assert (await pipeline.client.wait(again.job_id, timeout=60)).type == "JobRolledBack"
 
     deleted = await pipeline.client.run(DeleteCluster(cluster_id=first.reply.cluster_id), timeout=120)
     assert deleted.succeeded

@@ -68,4 +68,4 @@ async def test_an_administrator_manages_a_pool_from_the_command_line(env: PoolEn
     assert [(p["pool"], p["hosts"], p["free"]) for p in listing] == [("lab", 2, 2)]
     # `pool configure` of a pool nobody made makes it (it reads the terms first, and a missing pool is no error there).
     fresh = await muster(env.url, "pool", "configure", "spare", "--policy", "fifo")
-    assert fresh.code == 0 and "pool spare configured" in fresh.stdout, fresh.stderr
+    assert fresh.code == 0 and "pool spare is new: made with policy fifo" in fresh.stdout, fresh.stderr

@@ -76,6 +76,13 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
     view = (await pools.send(env.nc, "lab", ShowPool())).view
     assert view is not None and view["states"] == {"unassigned": 3} and [h["id"] for h in view["hosts_detail"]] == ["h0", "h1", "h2"]
     assert [p["pool"] for p in await pools.list_pools(env.nc)] == ["lab"]
+    # `configure` of a pool nobody made makes it (a dynamic pool begins so), and says so: a typo
+    # (`lba`) read "pool lba configured (policy fifo)", as if lab had been.
+    answer = await pools.send(env.nc, "lba", ConfigurePool(terms=PoolTerms(policy="fifo")))
+    assert answer.message == ("pool lba is new: made with policy fifo; it has no hosts yet (`muster pool add-hosts lba FILE`); "
+                              "the other pools: lab"), answer.message
+    answer = await pools.send(env.nc, "lba", ConfigurePool(terms=PoolTerms(policy="priority")))
+    assert answer.message == "pool lba configured (policy priority)"
 
 
 async def test_removing_a_host_a_waiting_request_cannot_do_without_ends_it_and_says_so(env: PoolEnv) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from aiohttp import web
 from cloud_support import UBUNTU_AMI, CuttingProxy, fresh_cloud, moto_ec2
 
 from contracts.tasks import TaskMessage
@@ -213,6 +214,44 @@ async def test_an_endpoint_the_driver_reads_nothing_from_is_said_to_be_that(clou
     assert not out.ok and out.permanent, out
     assert out.error == (f"create: the cloud has no image {UBUNTU_AMI!r} (image type 'ubuntu22'); it lists no image at all: is "
                          "the endpoint one the driver reads? (a local EC2: docs/plugins.md, \"Trying EC2 offline\")"), out.error
+
+
+@contextlib.asynccontextmanager
+async def answering(status: int, body: str) -> AsyncIterator[int]:
+    """A local endpoint that answers every request with `body` (a proxy's HTML error page): its port."""
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(status=status, text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
+@MODULE_LOOP
+async def test_an_answer_the_driver_cannot_read_is_said_with_its_start_and_no_secret() -> None:
+    """A gateway's HTML page where EC2's XML was expected: the error read `MalformedResponseError:
+    <MalformedResponseException in <libcloud.compute.drivers.ec2.EC2NodeDriver object at 0x7f...>
+    'Failed to parse XML'>: '<html>...'`, a Python object's address in a user's message."""
+    secret = "gateway-secret-5b9d"
+    reg = PluginRegistry.discover(secrets={"aws": {"key": "AKIAGATEWAYGATEWAY12", "secret": secret}})
+    try:
+        async with answering(502, f"<html><body>Bad gateway<br>Signature=sig-7d1f {secret}</body>") as port:
+            fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {"host": "127.0.0.1", "port": port, "secure": False}}
+            out = await reg.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+    finally:
+        await reg.aclose()
+    assert not out.ok and not out.may_have_made and not out.permanent, out  # (a gateway's page may pass)
+    assert out.error.startswith("create: list nodes: MalformedResponseError: the cloud's answer is not what libcloud's "
+                                "Amazon EC2 driver reads (Failed to parse XML); it began: '<html><body>Bad gateway<br>"), out.error
+    assert " object at 0x" not in out.error and "<MalformedResponseException" not in out.error
+    assert secret not in out.model_dump_json() and "sig-7d1f" not in out.error  # (masked: the secret, a signature)
 
 
 @pytest.mark.timeout(120)

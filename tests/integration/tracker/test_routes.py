@@ -266,6 +266,17 @@ async def test_a_query_parameter_the_route_does_not_take_is_a_400_naming_it(lone
     assert (await lone.get("/healthz?probe=lb")).status in (200, 503)  # probes and scrapers may add their own
 
 
+@pytest.mark.parametrize(("method", "path", "name", "given"), [
+    ("POST", f"/v1/clusters/{UNKNOWN}/expand?dry_run=true&dry_run=false", "dry_run", "'true', 'false'"),  # was a dry run
+    ("GET", "/v1/clusters?limit=1&limit=2", "limit", "'1', '2'"),  # the first was taken, the second ignored
+    ("GET", "/v1/jobs?state=failed&state=running", "state", "'failed', 'running'")])
+async def test_a_query_parameter_given_twice_is_a_400_naming_it(lone: Any, method: str, path: str, name: str, given: str) -> None:
+    resp = await lone.request(method, path, json={"nodes": 3} if method == "POST" else None)
+    body = await _json(resp, 400)
+    assert body["error"]["parameter"] == name, body
+    assert body["error"]["message"] == f"{name} is given 2 times ({given}): give it once", body
+
+
 async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:
     assert await _json(await tracked.http.get("/healthz")) == {"ok": True, "nats": "connected", "index": "ready"}
     await tracked.http.get(f"/v1/jobs/{UNKNOWN}")

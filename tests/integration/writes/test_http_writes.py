@@ -109,6 +109,11 @@ BAD: list[tuple[str, str, Any, dict[str, str], int, str]] = [
     # (accepted, it made a cluster whose job failed `no layout: yarn-nodemanager requires ...` a moment later)
     ("POST", "/v1/clusters", {**MAKE, "name": "w2", "services": ["base", "yarn-nodemanager"]}, {}, 422, "services"),
     ("POST", "/v1/clusters", {**MAKE, "config": "{not json"}, {}, 422, "config"),
+    # a JSON body is strict: a string where a number is expected was read as the number (a create of 3 nodes)
+    ("POST", "/v1/clusters?dry_run=true", {**MAKE, "nodes": "3"}, {}, 422, "nodes"),
+    ("POST", "/v1/clusters?dry_run=true", {**MAKE, "pool": {"urgency": "5"}}, {}, 422, "pool.urgency"),
+    ("PUT", "/v1/governance/schedules/nightly", {"every_s": 3600, "command": {
+        "type": "ExpandCluster", "cluster_id": "0b0c5a59-6b1e-4d43-9d55-3f4a14b0b001", "nodes": "9"}}, {}, 422, "command.nodes"),
     ("POST", "/v1/clusters", {**MAKE, "requested_by": "root"}, {}, 422, "requested_by"),
     ("POST", "/v1/clusters", b"{not json", {}, 400, "body"),
     ("POST", "/v1/clusters", json.dumps(MAKE), {"Content-Type": "text/plain"}, 415, "Content-Type"),

@@ -15,7 +15,7 @@ from planner_harness import KEY, Harness, Mirror
 from bench.pool_bench import ONE_NODE_CATALOG
 from contracts import subjects
 from contracts.catalog import Catalog
-from contracts.commands import Accepted, CreateCluster, ExpandCluster, PoolWait, Rejected, RetryJob
+from contracts.commands import Accepted, CancelJob, CreateCluster, ExpandCluster, PoolWait, Rejected, RetryJob
 from contracts.pools import HostSpec, NodeNeed, PoolHostsRequested, PoolNodesReported, PoolRequest
 from contracts.records import Recorded
 from services.pool.domain import intake
@@ -136,3 +136,44 @@ async def test_a_retry_of_an_expand_that_gave_up_asks_again_with_a_deadline_from
     assert job.run_started is not None and second.deadline == job.run_started + timedelta(seconds=30)
     assert second.deadline > first.deadline
     assert pool.request(second) == "waiting" and pool.position(second.request_id) == 1
+
+
+async def test_a_cancelled_create_that_waited_for_hosts_ends_its_cluster_and_frees_the_name() -> None:
+    """Nothing was made (every create waits for its host), so a user's cancel ends the cluster
+    as giving up does: its name is free for the create asked again, and the pool's line loses
+    the request. It stayed `failed`, holding its name until `muster cluster delete`."""
+    h, pool = _setup("h1")
+    _busy(pool)
+    reply = await h.send(CreateCluster(name="shop", template="one", nodes=1))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    [asked] = _asked(h)
+    assert pool.request(asked) == "waiting"
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+
+    job, cluster = h.job(reply.job_id), h.cluster(reply.cluster_id)
+    assert job.state == "rolled_back" and "cancelled by" in job.error
+    assert cluster.status == "deleted" and "cancelled by" in cluster.status_reason and not cluster.nodes
+    assert "nothing was made" in cluster.status_reason
+    again = await h.send(CreateCluster(name="shop", template="one", nodes=1))
+    assert isinstance(again, Accepted), again  # on main: "cluster name 'shop' is taken ... (failed)"
+    await _take_facts(h, pool)
+    assert pool.position(asked.request_id) is None  # its request left the pool's line
+
+
+async def test_a_cancelled_create_that_made_something_keeps_its_name_until_deleted() -> None:
+    """The rule for a create that made something is unchanged: rolled back, `failed`, its name
+    kept until `muster cluster delete` (its rollback's story is the cluster's)."""
+    h, pool = _setup("h1")
+    h.behaviour = lambda m: "hold" if m.action.value == "install" else "succeed"
+    reply = await h.send(CreateCluster(name="shop", template="one", nodes=1))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert pool.request(_asked(h)[0]) == "granted"
+    await _decide(h, pool)
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+    assert h.cluster(reply.cluster_id).status == "failed"
+    again = await h.send(CreateCluster(name="shop", template="one", nodes=1))
+    assert isinstance(again, Rejected) and "taken" in again.reason

@@ -127,6 +127,52 @@ def http_status(err: BaseException) -> int | None:
         return None
 
 
+EXCERPT_CHARS = 200
+"""Of a body the driver could not read: enough to tell an HTML error page or a proxy's answer
+from the cloud's own."""
+_SECRETISH = re.compile(r"(?i)\b(authorization|x-amz-signature|signature|x-amz-credential|credential|x-amz-security-token|"
+                        r"\w*token|password|secret\w*|api_?key)(\s*[=:]\s*\"?|\"\s*:\s*\")"
+                        r"((?:bearer|basic|aws4-hmac-sha256)\s+)?([^\s&\"',<]+)")
+"""What a body echoing the request could hold that is not a provider's secret field (those the
+registry masks in every error): a signature, a session token, an Authorization header."""
+
+
+def excerpt(body: Any) -> str:
+    """A body's start, on one line, bounded, a credential-looking value in it masked."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    text = " ".join(text.split())
+    text = _SECRETISH.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}***", text)
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"
+
+
+def _driver_name(driver: Any) -> str:
+    """A driver (or its class, as some raise it) by its name (`Amazon EC2`), never its repr."""
+    name = getattr(driver, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return (driver if isinstance(driver, type) else type(driver)).__name__ if driver is not None else ""
+
+
+def described(err: BaseException, status: int | None = None) -> str:
+    """A driver's error in words: libcloud's own errors print as their repr (`<MalformedResponseException
+    in <libcloud.compute.drivers.ec2.EC2NodeDriver object at 0x7f...> 'Failed to parse XML'>: '...'`,
+    a `ProviderError` as its quoted value); said here as what went wrong, the driver by name,
+    the HTTP status and the start of a body it could not read."""
+    from libcloud.common.types import LibcloudError, MalformedResponseError  # loaded already: a driver raised this
+
+    if isinstance(err, MalformedResponseError):
+        driver = _driver_name(err.driver)
+        body = f"; it began: {excerpt(err.body)!r}" if err.body else "; it was empty"
+        return (f"the cloud's answer is not what libcloud's {driver + ' ' if driver else ''}driver reads ({err.value}){body} (an error page "
+                "of a proxy or gateway, or an endpoint of another API?)")
+    if isinstance(err, LibcloudError):
+        value = excerpt(err.value) if err.value not in (None, "") else "no message"
+        code = f"HTTP {status}: " if status is not None else ""
+        driver = _driver_name(err.driver)
+        return f"{code}{value}" + (f" ({driver})" if driver else "")
+    return str(err).strip() or (f"HTTP {status}" if status is not None else "no message")
+
+
 def translate(what: str, fn: Any, err: Exception, provider: str) -> CloudError:
     """The CloudError a driver's exception means."""
     from libcloud.common.types import InvalidCredsError  # loaded already: a driver raised this
@@ -140,7 +186,7 @@ def translate(what: str, fn: Any, err: Exception, provider: str) -> CloudError:
         where = endpoint_of(fn)
         return CloudUnreachable(f"{what}: cannot reach the cloud{' at ' + where if where else ''}: {reason}")
     status = http_status(err)
-    said = f"{what}: {type(err).__name__}: {str(err).strip() or f'HTTP {status}'}"
+    said = f"{what}: {type(err).__name__}: {described(err, status)}"
     # A TypeError: the driver does not take these arguments, and the same call fails the same way.
     refused = status in REFUSED_STATUSES or isinstance(err, TypeError)
     if refused and any(passing(code) for code in cloud_codes(err)):
