@@ -100,13 +100,12 @@ def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], oper
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:
-    """Plans one after another (a barrier link between two, and between a node's tasks in two
-    phases with nothing on it between), task ids prefixed by the phase."""
+    """Plans one after another (a barrier link between two), task ids prefixed by the phase
+    (`model.phase_of`: a rolling change keeps the phases' order within each batch from them)."""
     tasks: list[PlannedTask] = []
     links: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     thrown_in: list[str] = []
     previous: tuple[str, ...] = ()
-    last_on: dict[str, tuple[int, tuple[str, ...]]] = {}  # node -> the last phase with tasks on it, and those
     for n, phase in enumerate(phases, 1):
         name = {t.id: f"p{n}.{t.id}" for t in phase.tasks}
         thrown_in.extend(name[t] for t in phase.thrown_in)
@@ -116,14 +115,4 @@ def chain_phases(phases: Sequence[Plan]) -> Plan:
         if previous and ids:
             links.append((previous, ids))  # a barrier: this phase starts when the last is done
         previous = ids or previous
-        on: dict[str, list[str]] = {}
-        for t in phase.tasks:
-            on.setdefault(t.node, []).append(name[t.id])
-        for node, here in on.items():
-            # the same per node, from its last phase before: a rolling change (rolling.batched)
-            # keeps only the links within a batch, and the barriers between phases that did
-            # nothing on the node left its phases unordered
-            if node in last_on and last_on[node][0] < n - 1:
-                links.append((last_on[node][1], tuple(here)))
-            last_on[node] = (n, tuple(here))
     return Plan.assemble(tasks, links, thrown_in)
