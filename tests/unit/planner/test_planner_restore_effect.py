@@ -83,3 +83,14 @@ def test_a_service_removed_in_the_first_phase_is_not_started_in_a_later_one() ->
     plan = restore_plan(CAT, now, [node("n1", "base", "b"), node("n2", "base", "a")], False).plan
     assert "p1.n2.remove.b" in plan.index
     assert not [t.id for t in plan.tasks if t.node == "n2" and t.service == "b" and t.action is A.START]
+
+
+def test_a_node_given_a_service_is_not_given_again_those_it_has() -> None:
+    """Back to a state with a and b on both nodes, from one with b on n1 and a on n2: the
+    add-services phase planned a and b on both nodes, installing and starting again the b n1
+    had and the a n2 had (one the user had stopped, started)."""
+    now = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = restore_plan(CAT, now, [node("n1", "base", "a", "b"), node("n2", "base", "a", "b")], False, {("n1", "b")}, {("n1", "b")}).plan
+    installs = {t.id for t in plan.tasks if t.action is A.INSTALL}
+    assert installs == {"p1.n1.install.a", "p1.n2.install.b"}
+    assert not [t.id for t in plan.tasks if t.id == "p1.n1.start.b"]
