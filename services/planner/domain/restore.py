@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.catalog import Service
+from contracts.catalog import Action, Service
 from contracts.layout import NodeSpec
 from muster.readmodel import desired
 from muster.readmodel.desired import Pair
@@ -85,6 +85,10 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     start = set() if config_changed else run & set(stopped_now)
     phases += pair_phases(services, target, "start", start)
     started = {(n.id, s) for n in back for s in n.services} | added | (in_target - set(stopped_now))
+    # and whatever an earlier phase starts: a start thrown in for what a planned service needs,
+    # a start's of what its services need, on a node where it is meant to be stopped (before
+    # session 34 left running)
+    started |= {(t.node, t.service) for phase in phases for t in phase.tasks if t.action is Action.START and t.service}
     phases += pair_phases(services, target, "stop", rest & started)
     return Restore(chain_phases(phases), tuple(interim))
 
