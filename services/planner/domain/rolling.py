@@ -5,10 +5,11 @@ plan touches, in node order; a repair's nodes that it only brings up first). Eac
 between two batches is dropped (a later batch waits for the whole earlier one anyway, and a
 link backwards, e.g. "stop hbase on node 7 before zookeeper on node 2", is what a rolling change
 deliberately does not do: dependents keep running while a batch restarts); one link then makes
-every task of batch k+1 wait for every task of batch k. A phased plan's batch keeps its phases
-in their order (their barriers are links between batches too where a phase has nothing in it). So a batch starts only when the previous
-one is healthy: every one of its tasks succeeded (including the `status` checks that follow
-starts, for services that define one).
+every task of batch k+1 wait for every task of batch k. A phased plan's batch keeps its phases in
+order: its tasks of a phase wait for its tasks of the previous phase with any (a barrier is a
+link between batches too, dropped, where a phase has nothing in the batch). So a batch starts
+only when the previous one is healthy: every one of its tasks succeeded (including the `status`
+checks that follow starts, for services that define one).
 
 The failure tolerance is a number of nodes: a node whose task runs out of attempts is written
 off with the tasks of its batch that needed it (`Job`), and the change goes on; one node past
