@@ -17,16 +17,25 @@ from contracts.catalog import Action
 from .errors import PlanError
 from .stages import Link, staged
 
-__all__ = ["ACTION_INDEX", "Link", "Plan", "PlannedTask", "task_id"]
+__all__ = ["ACTION_INDEX", "Link", "Plan", "PlannedTask", "phase_of", "task_id"]
 
 ACTION_INDEX = {a: i for i, a in enumerate(Action)}
 
 _NAME = {a: a.value for a in Action}  # Enum.value is slow in a loop of 10^5
+_PHASE = re.compile(r"p([0-9]+)\.")
 
 
 def task_id(node: str, action: Action, service: str | None) -> str:
     """`<node>.<action>` for machine tasks, `<node>.<action>.<service>` for service tasks."""
     return f"{node}.{_NAME[action]}" if service is None else f"{node}.{_NAME[action]}.{service}"
+
+
+def phase_of(task: PlannedTask) -> int:
+    """The phase of a phased plan's task: 2 for `p2.n1.start.s` (`restore.chain_phases`); 0
+    for an unphased one, and for any id of another shape (a node named `p1` is no phase)."""
+    prefix = task.id.removesuffix(task_id(task.node, task.action, task.service))
+    match = _PHASE.fullmatch(prefix) if prefix else None
+    return int(match.group(1)) if match else 0
 
 
 class PlannedTask(NamedTuple):

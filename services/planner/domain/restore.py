@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.catalog import Service
+from contracts.catalog import Action, Service
 from contracts.layout import NodeSpec
 from muster.readmodel import desired
 from muster.readmodel.desired import Pair
@@ -50,23 +50,32 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
 
     extra = sorted({s for i in common for s in set(now[i].services) - set(then[i].services)})
     if extra:
-        nodes = [i for i in common if set(now[i].services) & set(extra)]
-        phases.append(build_plan(services, current, "remove-services", services=extra, node_ids=nodes))
+        # planned with each node's services the target keeps out of sight: one removal of the
+        # services any node loses, on every node losing one, took a service off a node the
+        # target keeps it on too
+        nodes = [i for i in common if set(now[i].services) - set(then[i].services)]
+        losing = [_with(n, [s for s in n.services if s not in extra or s not in then[n.id].services]) if n.id in then else n
+                  for n in current]
+        phases.append(build_plan(services, losing, "remove-services", services=extra, node_ids=nodes))
     gone = [i for i in now if i not in then]
     if gone:
         phases.append(build_plan(services, current, "shrink", node_ids=gone))
     back = [then[i] for i in then if i not in now]
     interim = [*current, *back]
-    # the later phases are planned without the nodes deleted: an expand or add-services threw
-    # in the start of a service they need on every node that has it, one deleted by then too
-    left = [n for n in interim if n.id not in gone]
+    # the later phases are planned on the nodes as the first two leave them: without the nodes
+    # deleted, nor the services removed (an expand or add-services threw in the start of a
+    # service they need on every node that has it, one deleted or removed by then too)
+    left = [_with(n, [s for s in n.services if s in then[n.id].services]) for n in interim if n.id not in gone]
     if back:
         phases.append(build_plan(services, left, "expand", node_ids=[n.id for n in back], config=config))
     added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
     missing = sorted({s for _, s in added})
     if missing:
-        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in left]
         nodes = sorted({i for i, _ in added})
+        # a node getting a service keeps the others it has out of sight: add-services plans
+        # each planned service on every planned node that has it (installed and started again)
+        widened = [_with(n, sorted({s for s in n.services if n.id not in nodes or s not in missing}
+                                   | {s for s in then[n.id].services if (n.id, s) in added})) for n in left]
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
     in_target = {(n.id, s) for n in target for s in n.services}
     run, rest = in_target - set(stopped_then), in_target & set(stopped_then)
@@ -76,8 +85,16 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     start = set() if config_changed else run & set(stopped_now)
     phases += pair_phases(services, target, "start", start)
     started = {(n.id, s) for n in back for s in n.services} | added | (in_target - set(stopped_now))
+    # and whatever an earlier phase starts: a start thrown in for what a planned service needs,
+    # a start's of what its services need, on a node where it is meant to be stopped (before
+    # session 34 left running)
+    started |= {(t.node, t.service) for phase in phases for t in phase.tasks if t.action is Action.START and t.service}
     phases += pair_phases(services, target, "stop", rest & started)
     return Restore(chain_phases(phases), tuple(interim))
+
+
+def _with(node: NodeSpec, services: list[str]) -> NodeSpec:
+    return node if services == node.services else node.model_copy(update={"services": services})
 
 
 def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
@@ -100,13 +117,12 @@ def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], oper
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:
-    """Plans one after another (a barrier link between two, and between a node's tasks in two
-    phases with nothing on it between), task ids prefixed by the phase."""
+    """Plans one after another (a barrier link between two), task ids prefixed by the phase
+    (`model.phase_of`: a rolling change keeps the phases' order within each batch from them)."""
     tasks: list[PlannedTask] = []
     links: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     thrown_in: list[str] = []
     previous: tuple[str, ...] = ()
-    last_on: dict[str, tuple[int, tuple[str, ...]]] = {}  # node -> the last phase with tasks on it, and those
     for n, phase in enumerate(phases, 1):
         name = {t.id: f"p{n}.{t.id}" for t in phase.tasks}
         thrown_in.extend(name[t] for t in phase.thrown_in)
@@ -116,14 +132,4 @@ def chain_phases(phases: Sequence[Plan]) -> Plan:
         if previous and ids:
             links.append((previous, ids))  # a barrier: this phase starts when the last is done
         previous = ids or previous
-        on: dict[str, list[str]] = {}
-        for t in phase.tasks:
-            on.setdefault(t.node, []).append(name[t.id])
-        for node, here in on.items():
-            # the same per node, from its last phase before: a rolling change (rolling.batched)
-            # keeps only the links within a batch, and the barriers between phases that did
-            # nothing on the node left its phases unordered
-            if node in last_on and last_on[node][0] < n - 1:
-                links.append((last_on[node][1], tuple(here)))
-            last_on[node] = (n, tuple(here))
     return Plan.assemble(tasks, links, thrown_in)

@@ -22,10 +22,14 @@ Inverse of each completed task (docs/planner.md, "Rollback"):
 - no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back, nor
   anything done on it: a shrink's stops there), and START tasks thrown in for services outside
   the operation (they were running before), but for those meant to be stopped.
-If u had to finish before v, inverse(v) finishes before inverse(u); a completed task without
-an inverse passes the ordering through. DELETEs are not ordered among themselves. One exception:
-a configure that came right before its service's stop on a node (configure-restart) is put back
-before that stop is undone, not after, so the service starts again on its old config.
+The order (decision 51): if u had to finish before v, even through other tasks, inverse(v)
+finishes before inverse(u). A task without an inverse passes the order through: one completed
+that is not undone, and one that never ran (a rolling change writes off a node's tasks and goes
+on with its next batch). Exceptions: a created node's DELETE goes after the inverses nearest it
+(last: it stands in for tasks before and after others), passing the order through too, and
+DELETEs are not ordered among themselves; a configure that came right before its service's stop
+on a node (configure-restart) is put back before that stop is undone, not after, so the service
+starts again on its old config (what came after the stop need not wait for it).
 Phased plans (`p1.`, `p2.`...): inverse ids have no phase, so an inverse two phases make is the
 first one's (`_once`), and "restarted" means stopped earlier in the plan (`_kept_ids`).
 """
@@ -33,17 +37,16 @@ first one's (`_once`), and "restarted" means stopped earlier in the plan (`_kept
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from contracts.catalog import Action, Service
 from muster.readmodel.desired import Pair
 
-from .model import Link, Plan, PlannedTask, task_id
+from .model import Link, Plan, PlannedTask, phase_of, task_id
 
 A = Action
-_PHASE = re.compile(r"p[0-9]+\.")
 _INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE}
 
 
@@ -55,25 +58,29 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
     `had`: the (node, service) pairs of the cluster before the job; `meant_stopped`: those of
     them meant to be stopped then, the others meant to run (None: not known, a v1 plan's, and
     every start and stop is undone)."""
-    done = [t for t in plan.tasks if t.id in completed]
-    then = _Before(frozenset(had), None if meant_stopped is None else frozenset(meant_stopped) & frozenset(had))
-    inverse = _inverses(done, plan.thrown_in, services, then)
-    fronts: dict[str, frozenset[str]] = {}
-    phases = {u.id: _phase(plan.by_id[t]) for t, chain in inverse.items() for u in chain}  # one each (`_once`)
+    inverse = inverses(plan, completed, services, had, meant_stopped)
+    deletes = frozenset(u.id for chain in inverse.values() for u in chain if u.action is A.DELETE)
+    front = _Fronts(plan, inverse, deletes)
     links: list[Link] = [((a.id,), (b.id,)) for chain in inverse.values() for a, b in itertools.pairwise(chain)]
-    for sources, targets in plan.links:
+    for i, (sources, targets) in enumerate(plan.links):
         after = [inverse[s][0].id for s in sources if s in inverse]
-        before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
-        if _config_first(sources, targets, plan, inverse):
-            # within the configure's phase; what a later phase did is undone before, as ever
-            phase = _phase(plan.by_id[sources[0]])
-            later = {x for x in before if phases[x] != phase}
-            links.extend(_split(after, sorted(before - later), inverse))
-            links.extend(_split(sorted(later), after, inverse))
+        if not after:
             continue
-        links.extend(_split(sorted(before), after, inverse))
+        if _config_first(sources, targets, plan, inverse):
+            links.append(((after[0],), (inverse[targets[0]][0].id,)))  # before the stop is undone, and only that
+            continue
+        links.extend(_split(front.of_link(i), after, deletes))
     tasks = {t.id: t for chain in inverse.values() for t in chain}
     return Plan.assemble(tasks.values(), links)
+
+
+def inverses(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None,
+             had: Collection[Pair] = (), meant_stopped: Collection[Pair] | None = None) -> dict[str, tuple[PlannedTask, ...]]:
+    """Each completed task that has an inverse, and the tasks that undo it in their order
+    (`rollback_plan`'s arguments): the tasks `rollback_plan` orders."""
+    done = [t for t in plan.tasks if t.id in completed]
+    then = _Before(frozenset(had), None if meant_stopped is None else frozenset(meant_stopped) & frozenset(had))
+    return _inverses(done, plan.thrown_in, services, then)
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,12 @@ def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Map
     # needs, as add-services does: the reverse of its stop's order); one left stopped, after its configure
     started = {(t.node, t.service) for t in done if t.action is A.STOP and t.id not in kept}
     out: dict[str, tuple[PlannedTask, ...]] = {}
+    machine: dict[str, tuple[PlannedTask, ...]] = {}
     for t in done:
         if t.node in created:
-            out[t.id] = (PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None),)
+            if t.node not in machine:  # one for the node's tasks (a 10,000-node create has 170,000)
+                machine[t.node] = (PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None),)
+            out[t.id] = machine[t.node]
             continue
         if t.service is None or t.node in deleted or t.id in kept:
             continue
@@ -132,24 +142,18 @@ def _once(done: list[PlannedTask], out: dict[str, tuple[PlannedTask, ...]]) -> d
     first phase's is, last, which puts back the state of before the job; a later task left
     without an inverse passes the order through. Within a phase, as in an unphased plan, the
     tasks one inverse covers share it, as ever."""
-    first: dict[str, str] = {}
+    first: dict[str, int] = {}
     for t in done:  # plan order: the phases in turn
-        phase = _phase(t)
+        phase = phase_of(t)
         for u in out.get(t.id, ()):
             first.setdefault(u.id, phase)
-        kept = tuple(u for u in out.get(t.id, ()) if first[u.id] == phase)
+        undo = out.get(t.id, ())
+        kept = undo if all(first[u.id] == phase for u in undo) else tuple(u for u in undo if first[u.id] == phase)
         if kept:
             out[t.id] = kept
         else:
             out.pop(t.id, None)
     return out
-
-
-def _phase(t: PlannedTask) -> str:
-    """`p2.` of a phased plan's `p2.n1.start.s` (`restore.chain_phases`); "" for an unphased one
-    (and any id of another shape: its tasks are one phase, as before)."""
-    prefix = t.id.removesuffix(task_id(t.node, t.action, t.service))
-    return prefix if _PHASE.fullmatch(prefix) else ""
 
 
 def _kept_ids(done: list[PlannedTask], thrown_in: Collection[str], before: _Before) -> set[str]:
@@ -185,45 +189,92 @@ def _kept(t: PlannedTask, pair: Pair, thrown_in: bool, restarted: bool, before: 
 
 def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan,
                   inverse: Mapping[str, tuple[PlannedTask, ...]]) -> bool:
-    """The chain link `configure s -> stop s` on a node, with the configure put back: reversed,
-    the old config would be written after the service started again on the new one."""
-    if len(sources) != 1 or len(targets) != 1 or sources[0] not in inverse:
+    """The chain link `configure s -> stop s` on a node, with the configure put back and the stop
+    undone: reversed, the old config would be written after the service started again on the
+    new one. (A stop not undone, one that never ran, passes the order through as ever: what
+    came after it is undone before the configure.)"""
+    if len(sources) != 1 or len(targets) != 1 or sources[0] not in inverse or targets[0] not in inverse:
         return False
     src, dst = plan.by_id[sources[0]], plan.by_id[targets[0]]
     return inverse[src.id][0].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
 
 
-def _front(task: str, plan: Plan, inverse: Mapping[str, tuple[PlannedTask, ...]], completed: Collection[str],
-           memo: dict[str, frozenset[str]]) -> frozenset[str]:
-    """The nearest inverse tasks at or after `task`: its own (the last of them), or, if it has
-    none, those reached through its completed successors."""
-    if task in inverse:
-        return frozenset({inverse[task][-1].id})
-    if task not in memo:
-        memo[task] = frozenset()  # the plan is a DAG; this only guards the recursion
-        found: set[str] = set()
-        for nxt in plan.successors(task):
-            if nxt in completed:
-                found |= _front(nxt, plan, inverse, completed, memo)
-        memo[task] = frozenset(found)
-    return memo[task]
+_NONE: frozenset[str] = frozenset()
 
 
-def _split(before: list[str], after: list[str], inverse: Mapping[str, tuple[PlannedTask, ...]]) -> list[Link]:
-    """`before` x `after` without self pairs and without DELETE -> DELETE pairs."""
-    deletes = {t.id for chain in inverse.values() for t in chain if t.action is A.DELETE}
-    b_del, b_other = [t for t in before if t in deletes], [t for t in before if t not in deletes]
+class _Front(NamedTuple):
+    """The nearest inverse tasks at or after a task: those not DELETEs, and created nodes' DELETEs."""
+    undone: frozenset[str]
+    deletes: frozenset[str]
+
+
+_NOTHING = _Front(_NONE, _NONE)
+
+
+class _Fronts:
+    """The nearest inverse tasks at or after a link's targets (`of_link`): each task's own (the
+    last of them) or, for a task without one, those at or after its successors. A task not
+    undone passes the order through, one done and one that never ran alike (a rolling change
+    writes a node's tasks off and goes on with its next batch: the batches on either side of
+    one written off wholly were undone at once). So does a created node's DELETE, last of all
+    (`_split`), which still goes after what is nearest. Computed once, in reverse plan order
+    (topological), for every task: a link's front once, shared by its sources."""
+
+    def __init__(self, plan: Plan, inverse: Mapping[str, tuple[PlannedTask, ...]], deletes: frozenset[str]) -> None:
+        self.plan = plan
+        self._links: dict[int, _Front] = {}
+        self._tasks: dict[str, _Front] = {}  # none for a task after the last one undone: all after it never ran
+        last_undone = max((plan.index[t] for t in inverse), default=-1)
+        for task in reversed(plan.tasks[:last_undone + 1]):
+            undo = inverse.get(task.id)
+            last = undo[-1].id if undo else None
+            if last is not None and last not in deletes:
+                self._tasks[task.id] = _Front(frozenset((last,)), _NONE)
+                continue
+            after = [self.of_link(i) for i in plan.out_links[task.id]]
+            if last is not None:
+                self._tasks[task.id] = _Front(_union([f.undone for f in after]), frozenset((last,)))
+            else:
+                self._tasks[task.id] = _joined(after)
+
+    def of_link(self, i: int) -> _Front:
+        if i not in self._links:
+            self._links[i] = _joined([self._tasks.get(t, _NOTHING) for t in self.plan.links[i][1]])
+        return self._links[i]
+
+
+def _joined(fronts: list[_Front]) -> _Front:
+    """Shared when only one is not empty (most often: a chain), made only otherwise."""
+    full = [f for f in fronts if f.undone or f.deletes]
+    if len(full) <= 1:
+        return full[0] if full else _NOTHING
+    return _Front(_union([f.undone for f in full]), _union([f.deletes for f in full]))
+
+
+def _union(sets: list[frozenset[str]]) -> frozenset[str]:
+    """Shared when only one is not empty (a fan-in's sources share its front; a copy each made
+    the walk grow with the square of the nodes)."""
+    full = [s for s in sets if s]
+    if len(full) <= 1:
+        return full[0] if full else _NONE
+    return frozenset().union(*full)
+
+
+def _split(before: _Front, after: list[str], deletes: frozenset[str]) -> list[Link]:
+    """`before` x `after` without self pairs and without DELETE -> DELETE pairs (`deletes`:
+    the inverse tasks that are one, once for the plan: a set per link made a big create's
+    rollback take minutes)."""
     a_del, a_other = [t for t in after if t in deletes], [t for t in after if t not in deletes]
     out: list[Link] = []
     # A created node's one DELETE stands in for its tasks before and after a task elsewhere
     # (an expand starting a service the user had stopped on an old node, between the new
     # node's zookeeper and its datanode): ordered both ways, a cycle. It goes after, always:
     # deletes are then sinks, in no cycle, and the node goes last, which is safe whatever ran on it.
-    for src, dst in ((b_other, a_other), (a_other, b_del), (b_other, a_del)):
+    for src, dst in ((before.undone, a_other), (a_other, before.deletes), (before.undone, a_del)):
         if not src or not dst:
             continue
         if set(src) & set(dst):
-            out.extend(((s,), (d,)) for s in src for d in dst if s != d)
+            out.extend(((s,), (d,)) for s in sorted(src) for d in dst if s != d)
         else:
-            out.append((tuple(src), tuple(dst)))
+            out.append((tuple(sorted(src)), tuple(sorted(dst))))
     return out

@@ -5,9 +5,11 @@ plan touches, in node order; a repair's nodes that it only brings up first). Eac
 between two batches is dropped (a later batch waits for the whole earlier one anyway, and a
 link backwards, e.g. "stop hbase on node 7 before zookeeper on node 2", is what a rolling change
 deliberately does not do: dependents keep running while a batch restarts); one link then makes
-every task of batch k+1 wait for every task of batch k. So a batch starts only when the previous
-one is healthy: every one of its tasks succeeded (including the `status` checks that follow
-starts, for services that define one).
+every task of batch k+1 wait for every task of batch k. A phased plan's batch keeps its phases in
+order: its tasks of a phase wait for its tasks of the previous phase with any (a barrier is a
+link between batches too, dropped, where a phase has nothing in the batch). So a batch starts
+only when the previous one is healthy: every one of its tasks succeeded (including the `status`
+checks that follow starts, for services that define one).
 
 The failure tolerance is a number of nodes: a node whose task runs out of attempts is written
 off with the tasks of its batch that needed it (`Job`), and the change goes on; one node past
@@ -16,13 +18,14 @@ the tolerance stops it and rolls back what it did. docs/planner.md, "Rolling cha
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .model import Link, Plan, _natural
+from .model import Link, Plan, _natural, phase_of
 
 _PERCENT = re.compile(r"^(\d+(?:\.\d+)?)%$")
 
@@ -62,8 +65,17 @@ def batched(plan: Plan, batch: int | str, first: Collection[str] = ()) -> Batche
             if s and t:
                 links.append((s, t))
     members: list[list[str]] = [[] for _ in batches]
+    phases: list[dict[int, list[str]]] = [{} for _ in batches]
     for task in plan.tasks:
         members[which[task.node]].append(task.id)
+        phases[which[task.node]].setdefault(phase_of(task), []).append(task.id)
+    # A phased plan's barriers (`restore.chain_phases`): a batch keeps the order of its own
+    # phases, from each to its next one with tasks of the batch. Its barriers' links dropped
+    # where a phase had nothing in the batch, and its phases on either side ran unordered (a
+    # rolling repair's stop on one node before its start on another, or their undoing).
+    for groups in phases:
+        order = sorted(groups)
+        links += [(tuple(groups[a]), tuple(groups[b])) for a, b in itertools.pairwise(order)]
     links += [(tuple(members[i]), tuple(members[i + 1])) for i in range(len(batches) - 1)]
     return Batched(Plan.assemble(plan.tasks, links, plan.thrown_in), batches)
 

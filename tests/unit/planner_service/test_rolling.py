@@ -10,6 +10,7 @@ from planner_harness import Harness
 
 from contracts.commands import Accepted, ConfigureCluster, DryRun, RestartServices, Rolling, UpgradeService
 from contracts.tasks import TaskMessage
+from services.planner.domain.model import Plan, PlannedTask
 
 
 def _queued_nodes(h: Harness, job_id: str) -> list[str]:
@@ -123,3 +124,35 @@ async def test_the_dry_run_shows_the_batches_and_their_stages() -> None:
         assert len(in_first) == 1
         seen_second |= in_first == {False}
         assert not (seen_second and in_first == {True})
+
+
+async def test_past_the_tolerance_the_batches_are_undone_in_reverse_order_across_one_written_off() -> None:
+    """Three nodes a batch each, a tolerance of 1: the second node fails everything (written off
+    wholly), the third fails its start, past the tolerance. The rollback undid the third node's
+    stop and the first node's restart at once (two batches down together, what a rolling change
+    never does): the order between them went through the second batch, whose tasks never
+    completed. Now the third node's is undone first (docs/decisions/0051)."""
+    h = Harness()
+    cid = await h.cluster_of(3)
+    nodes = sorted(h.cluster(cid).nodes)
+
+    def behaviour(m: TaskMessage) -> str:
+        if m.task_id.startswith("undo."):
+            return "succeed"
+        return "fail" if m.node.id == nodes[1] or (m.node.id == nodes[2] and m.action.value == "start") else "succeed"
+    h.behaviour = behaviour
+    job_id = await _run(h, RestartServices(cluster_id=cid, rolling=Rolling(batch=1, tolerance=1)))
+    assert h.job(job_id).state == "rolled_back"
+    [rollback] = h.events(job_id, "RollbackPlanned")
+    undo = Plan.assemble([PlannedTask(t.id, t.node, t.action, t.service) for t in rollback.tasks],
+                         [(tuple(s), tuple(t)) for s, t in rollback.links])
+    last, first = [t.id for t in undo.tasks if t.node == nodes[2]], [t.id for t in undo.tasks if t.node == nodes[0]]
+    assert last and first and not [t for t in undo.tasks if t.node == nodes[1]]
+    after: set[str] = set()
+    todo = list(last)
+    while todo:
+        for s in undo.successors(todo.pop()):
+            if s not in after:
+                after.add(s)
+                todo.append(s)
+    assert set(first) <= after

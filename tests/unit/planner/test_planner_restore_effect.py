@@ -1,0 +1,118 @@
+"""What a `rollback --to-job` plan does once it ran (`restore.restore_plan`): each node has the
+services of the target, running or stopped as they were meant then, and no task starts or
+stops a service its node does not have at that moment (docs/planner.md, "Restoring an earlier
+state")."""
+
+from __future__ import annotations
+
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from planner_support import base_b_a, node
+
+from contracts.catalog import Action
+from contracts.layout import NodeSpec
+from services.planner.domain.model import Plan
+from services.planner.domain.restore import restore_plan
+
+A = Action
+CAT = base_b_a()
+NODES = ("n1", "n2", "n3", "n4")
+LAYOUT = st.dictionaries(st.sampled_from(NODES), st.sampled_from([("b",), ("a", "b"), ("a",)]), min_size=1)
+
+Pair = tuple[str, str]
+
+
+def _nodes(layout: dict[str, tuple[str, ...]]) -> list[NodeSpec]:
+    return [node(n, "base", *layout[n]) for n in sorted(layout)]
+
+
+def _pairs(layout: dict[str, tuple[str, ...]]) -> set[Pair]:
+    return {(n, s) for n, ss in layout.items() for s in ss}
+
+
+def _closed(stopped: set[Pair], layout: dict[str, tuple[str, ...]]) -> set[Pair]:
+    """As stops leave them: b stopped on a node, the a there that needs it is stopped too; b
+    stopped on every node, every a. (A restore stops a service meant to be stopped on every
+    node that has it as a cluster-wide stop does, its dependents everywhere with it: one left
+    running by stops node by node is stopped too, in session 34's report.)"""
+    hosts = {n for n, ss in layout.items() if "b" in ss}
+    if hosts and {(n, "b") for n in hosts} <= stopped:
+        return stopped | {(n, "a") for n, ss in layout.items() if "a" in ss}
+    return stopped | {(n, "a") for n, s in stopped if s == "b" and "a" in layout[n]}
+
+
+def _run(plan: Plan, state: dict[Pair, str]) -> list[str]:
+    """Every task in plan order (a topological order): what each leaves of its (node, service),
+    and the starts or stops of a service its node does not have then."""
+    wrong = []
+    for t in plan.tasks:
+        if t.action is A.DELETE:
+            state.update({k: "gone" for k in state if k[0] == t.node})
+        if t.service is None or t.service == "base":
+            continue
+        pair = (t.node, t.service)
+        if t.action is A.INSTALL:
+            state[pair] = "stopped" if state.get(pair, "absent") in ("absent", "gone") else state[pair]
+        elif t.action in (A.START, A.STOP):
+            if state.get(pair, "absent") in ("absent", "gone"):
+                wrong.append(t.id)
+            else:
+                state[pair] = "running" if t.action is A.START else "stopped"
+        elif t.action is A.REMOVE:
+            state[pair] = "absent"
+    return wrong
+
+
+@settings(max_examples=400, deadline=None)
+@given(LAYOUT, LAYOUT, st.data(), st.booleans())
+def test_a_restore_leaves_each_node_with_the_targets_services_in_their_state(
+        now: dict[str, tuple[str, ...]], then: dict[str, tuple[str, ...]], data: st.DataObject, config: bool) -> None:
+    stopped_now = _closed(data.draw(st.sets(st.sampled_from(sorted(_pairs(now))))), now)
+    stopped_then = _closed(data.draw(st.sets(st.sampled_from(sorted(_pairs(then))))), then)
+    plan = restore_plan(CAT, _nodes(now), _nodes(then), config, stopped_now, stopped_then).plan
+    note(f"{[t.id for t in plan.tasks]}")
+    state = {p: "stopped" if p in stopped_now else "running" for p in _pairs(now)}
+    assert _run(plan, state) == []
+    left = {p: s for p, s in state.items() if s not in ("absent", "gone")}
+    assert left == {p: "stopped" if p in stopped_then else "running" for p in _pairs(then)}
+
+
+def test_a_service_taken_off_one_node_stays_where_the_target_keeps_it() -> None:
+    """Back to a state where `a` was on n4 only: the restore removed a from n2 and from n4 too
+    (one removal of the services any node loses, on every node losing one), and the cluster
+    then said n4 had a."""
+    now = [node("n2", "base", "a", "b"), node("n4", "base", "a", "b")]
+    plan = restore_plan(CAT, now, [node("n2", "base", "b"), node("n4", "base", "a", "b")], False).plan
+    assert [t.id for t in plan.tasks] == ["p1.n2.stop.a", "p1.n2.remove.a"]
+
+
+def test_a_service_removed_in_the_first_phase_is_not_started_in_a_later_one() -> None:
+    """b off n2, a onto it (it needs b, which n1 has): the add-services phase was planned with
+    n2 still having b and threw its start in, after the first phase removed it (the start
+    failed: no b there, and the restore with it)."""
+    now = [node("n1", "base", "b"), node("n2", "base", "b")]
+    plan = restore_plan(CAT, now, [node("n1", "base", "b"), node("n2", "base", "a")], False).plan
+    assert "p1.n2.remove.b" in plan.index
+    assert not [t.id for t in plan.tasks if t.node == "n2" and t.service == "b" and t.action is A.START]
+
+
+def test_a_node_given_a_service_is_not_given_again_those_it_has() -> None:
+    """Back to a state with a and b on both nodes, from one with b on n1 and a on n2: the
+    add-services phase planned a and b on both nodes, installing and starting again the b n1
+    had and the a n2 had (one the user had stopped, started)."""
+    now = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = restore_plan(CAT, now, [node("n1", "base", "a", "b"), node("n2", "base", "a", "b")], False, {("n1", "b")}, {("n1", "b")}).plan
+    installs = {t.id for t in plan.tasks if t.action is A.INSTALL}
+    assert installs == {"p1.n1.install.a", "p1.n2.install.b"}
+    assert not [t.id for t in plan.tasks if t.id == "p1.n1.start.b"]
+
+
+def test_a_service_meant_to_be_stopped_that_a_phase_started_is_stopped_again() -> None:
+    """b stopped on n1, now and in the target, which has n2 with a (it needs b) too: the phase
+    that makes n2 again threw in the start of b on n1, and no phase stopped it again."""
+    now = [node("n1", "base", "b")]
+    stopped = {("n1", "b"), ("n2", "a")}
+    plan = restore_plan(CAT, now, [node("n1", "base", "b"), node("n2", "base", "a")], False, {("n1", "b")}, stopped).plan
+    assert "p1.n1.start.b" in plan.thrown_in
+    state = {("n1", "b"): "stopped"}
+    assert _run(plan, state) == [] and state == {("n1", "b"): "stopped", ("n2", "a"): "stopped"}
