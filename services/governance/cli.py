@@ -249,7 +249,7 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
     """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied; 2
     if `muster policy apply` would refuse it (a compile error, a local declared twice, a name
-    nothing binds...: each with its line)."""
+    nothing binds, and the other checks of apply: each with its line)."""
     source = _text(file)
     compiled, found = stored.problems(file.stem, source)  # named as the file: nothing is stored
     if compiled is None:  # as `policy apply` refuses it
