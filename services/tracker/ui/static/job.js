@@ -126,6 +126,7 @@
       if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
       showWait(last);
+      showDecision(last.approval);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
       $("job-stage").textContent = stageText(last.stage, last.state);
@@ -169,6 +170,20 @@
     a.textContent = "its place in the pool's line";
     p.replaceChildren("Waiting for " + r.hosts + " host" + (r.hosts === 1 ? "" : "s") + " of pool " + r.pool + " (", a, ")");
     p.hidden = false;
+  }
+
+  // A decision taken elsewhere (the CLI, another approver, its expiry) while the page still offers
+  // one: said in the words the server renders (job.html), and no longer offered (a Reject there
+  // could only be refused). Its costs are left to a reload.
+  function showDecision(a) {
+    const waits = $("approval-waits");
+    if (!a || !waits) return;
+    const p = document.createElement("p");
+    p.id = "approval-decision"; p.dataset.testid = "approval-decision"; p.tabIndex = -1;
+    p.textContent = "Approval: " + a.decision + (a.by ? " by " + a.by : "") + (a.comment ? ": \u201c" + a.comment + "\u201d" : "");
+    const focused = waits.contains(document.activeElement);
+    waits.replaceWith(p);
+    if (focused) p.focus();  // a keyboard user who was typing a comment is not left on nothing
   }
 
   function setState(s) {
