@@ -18,14 +18,18 @@ LONG = 90_000
 
 
 def check_then_approve(page: Any, comment: str) -> None:
-    """On a waiting job's page: Check first (what an approval now would find, nothing decided:
-    decision 42), then Approve with `comment`; the job runs to its end, and the page is loaded
-    again."""
-    page.get_by_test_id("check").click()
+    """On a waiting job's page: `comment` typed, Check first (what an approval now would find,
+    nothing decided: decision 42), then Approve; the job runs to its end, and the page is loaded
+    again. The comment typed before Check first is kept, and the focus where it was: the page
+    went back to itself without them (session 34), and the approval was recorded with no comment."""
+    page.get_by_test_id("decision-comment").fill(comment)
+    page.get_by_test_id("check").focus()
+    page.keyboard.press("Enter")
     expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
     expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
     expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
-    page.get_by_test_id("decision-comment").fill(comment)
+    expect(page.get_by_test_id("decision-comment")).to_have_value(comment)
+    expect(page.get_by_test_id("check")).to_be_focused()
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("decision-said")).to_have_text("approved")
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)

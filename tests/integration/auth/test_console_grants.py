@@ -165,6 +165,11 @@ async def test_a_decision_comment_over_the_limit_is_refused_in_our_words_not_cut
                                    headers={"Origin": origin}, allow_redirects=False)
     said = parse_qs(urlsplit(resp.headers["Location"]).query)["said"]
     assert resp.status in (302, 303) and said == ["refused: comment: 2,345 characters given; at most 2,000"], said
+    # The page's script asks for JSON and stays on the page, its comment kept (job.js, session 34).
+    resp = await console.http.post(f"/ui/jobs/{JOBS[X]}/decide", data=form, cookies={"muster_session": console.tokens["ada"]},
+                                   headers={"Origin": origin, "Accept": "application/json"}, allow_redirects=False)
+    assert resp.status == 200 and await resp.json() == {"said": "refused: comment: 2,345 characters given; at most 2,000",
+                                                        "accepted": False, "action": "reject"}
 
 
 async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: Console) -> None:

@@ -262,34 +262,46 @@
     for (const t of graph.tasks) update(t);
   }
 
-  // -- job control ----------------------------------------------------------------------------------
+  // -- job control and an approval's decision ---------------------------------------------------------
 
-  function control() {
-    const form = $("control");
-    if (!form) return;
+  // A form of the page sent without leaving it: what was typed stays (a comment before Check first,
+  // or one a refusal answered: the plain post went back to the page without it) and so does the
+  // focus; the answer shows in `said` (a live region). `told` words the answer.
+  function stay(form, said, told) {
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const action = ev.submitter ? ev.submitter.value : "";
-      const said = $("control-said");
       const buttons = form.querySelectorAll("button");
       buttons.forEach((b) => { b.disabled = true; });
       said.textContent = action + ": asking the planner…";
+      const fields = new URLSearchParams(new FormData(form));
+      fields.set("action", action);
       try {
-        const resp = await fetch(form.getAttribute("action"), {method: "POST",
-          body: new URLSearchParams({action: action, csrf: form.elements.csrf.value}), headers: {Accept: "application/json"}});
+        const resp = await fetch(form.getAttribute("action"), {method: "POST", body: fields, headers: {Accept: "application/json"}});
         const body = await resp.json();
         if (resp.status === 401 && body.sign_in) {  // the token is no longer valid: the sign-in page says so
           window.location.assign(body.sign_in + "&next=" + encodeURIComponent(location.pathname + location.search));
           return;
         }
-        said.textContent = action + ": " + (body.said || (body.error && body.error.message) || resp.status);
-        if (body.accepted && action === "retry") { final = false; connect(); }
+        said.textContent = told(action, body, resp.status);
       } catch (err) {
         said.textContent = action + ": no answer (" + err + ")";
       } finally {
         buttons.forEach((b) => { b.disabled = false; });
+        if (ev.submitter && ev.submitter.isConnected && document.activeElement === document.body) ev.submitter.focus();  // (disabling blurred it)
       }
     });
+  }
+
+  function control() {
+    const form = $("control");
+    if (form) stay(form, $("control-said"), (action, body, status) => {
+      if (body.accepted && action === "retry") { final = false; connect(); }
+      return action + ": " + (body.said || (body.error && body.error.message) || status);
+    });
+    const decide = $("decide");  // its decision shows from the stream (showDecision) once the planner takes it
+    if (decide) stay(decide, document.querySelector('[data-testid="decision-said"]'),
+                     (action, body, status) => body.said || (body.error && body.error.message) || String(status));
   }
 
   // Only the buttons the job's state allows (data-states: the states the planner takes each in).
