@@ -75,7 +75,8 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     state = page.get_by_test_id("job-state")
     assert state.inner_text() != "succeeded", "the job ended before its page opened: nothing was watched live"
     page.evaluate("window.sameDocument = true")
-    expect(page.locator("#control")).to_have_count(0)  # write is not execute: no job control for this user
+    expect(page.locator("#control")).to_have_count(0)  # write is not execute: no job control for this user, and why
+    expect(page.get_by_test_id("control-why")).to_contain_text("Job control (pause, resume, cancel, retry) needs execute: writer-")
     expect(state).to_have_text("succeeded", timeout=LONG)
     assert page.evaluate("window.sameDocument === true")
     expect(page.locator("#timeline")).to_contain_text("writer")
