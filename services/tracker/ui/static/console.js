@@ -27,7 +27,20 @@
     if (hint) hint.remove();
     return true;
   }
-  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine};
+  // A page's stream that the tracker ends because its reader may no longer read it (a token
+  // revoked or expired, a grant taken back: still.py) says why in an `error` event with data; the
+  // connection's own errors have none. Closed, so the browser does not ask again (a 401 it would
+  // only report as "disconnected"), and `told` gets the tracker's words.
+  function endedBy(source, told) {
+    source.addEventListener("error", (ev) => {
+      if (!ev.data) return;
+      source.close();
+      let why = "the stream ended";
+      try { why = JSON.parse(ev.data).message || why; } catch (err) { /* (said as it is) */ }
+      told(why);
+    });
+  }
+  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine, endedBy: endedBy};
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     for (const el of document.querySelectorAll(".tz")) el.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone || "local";

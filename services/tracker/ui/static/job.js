@@ -60,6 +60,7 @@
     source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source && source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
+    musterConsole.endedBy(source, (why) => { source = null; final = true; setLive(false, why + "; reload the page"); });
     source.addEventListener("progress", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
     source.addEventListener("batch", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
     source.addEventListener("end", (ev) => {
