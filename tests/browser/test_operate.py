@@ -89,6 +89,34 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     expect(page.get_by_test_id("ops-withheld")).to_contain_text("muster grant writer-")
 
 
+def test_a_keyboard_walks_the_template_list_and_sends_its_pick_with_the_button(muster: Muster, page: Any) -> None:
+    """Session 34's walk: the arrow keys on the New cluster page's template list loaded the next
+    template's form at the first press and left the focus on nothing, so a keyboard never got
+    past the second template. Now a pick from the keyboard shows the button that sends it, and
+    the page loaded keeps the focus on the list; a pick with the pointer still loads at once."""
+    sign_in(page, person(muster, "writer", "write", "cluster:*"), "/ui/clusters/new")
+    pick = page.get_by_label("Template", exact=True)
+    names = pick.evaluate("s => [...s.options].map(o => o.value)")
+    assert len(names) >= 3, names
+    first = pick.input_value()
+    use = page.get_by_role("button", name="Use this template")
+    expect(use).to_be_hidden()
+    pick.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert names.index(first) + 2 < len(names), (first, names)  # (the list's first, with two below it)
+    third = names[names.index(first) + 2]
+    expect(pick).to_have_value(third)  # still this page: each press moved one entry
+    assert "template=" not in page.url
+    expect(use).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(use).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(f"template={third}$"))
+    expect(page.get_by_label("Template", exact=True)).to_be_focused()
+    expect(page.get_by_label("Template", exact=True)).to_have_value(third)
+
+
 def test_a_reader_sees_no_forms_and_is_refused_if_it_posts_anyway(muster: Muster, page: Any) -> None:
     sign_in(page, person(muster, "reader", "read", "tenant"))
     expect(page.get_by_test_id("tenant")).to_have_text("default")
