@@ -269,6 +269,14 @@ def test_an_operator_stops_a_service_on_one_node_from_the_cluster_page_after_a_p
     stop.get_by_role("button", name="Preview").click()
     expect(page.get_by_role("heading", name=re.compile("^Preview: stop services cluster stop-here"))).to_be_visible()
     expect(page.locator("main")).to_contain_text("stop")
+    # Change: back to the form as it was typed, open, with the focus on its first field (it was
+    # left at the page's top, the form far below: session 34), then previewed again.
+    page.get_by_role("button", name="Change").click()
+    stop = page.get_by_test_id("op-stop")
+    expect(stop.get_by_label("zookeeper-server")).to_be_checked()
+    expect(stop.get_by_label(re.compile("^On nodes"))).to_have_value("n1000")
+    expect(stop.locator("input[type=checkbox]").first).to_be_focused()
+    stop.get_by_role("button", name="Preview").click()
     page.get_by_role("button", name="Apply").click()
     expect(page).to_have_url(re.compile(r"/ui/jobs/[0-9a-f-]{36}$"))
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)

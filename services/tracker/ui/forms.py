@@ -262,7 +262,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
             title = f"{chosen.title.lower()} cluster {info.name}"
             return render(request, "preview.html", viewer, preview=written.body, title=title,
                           apply="Delete" if op == "delete" else "Apply",
-                          again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
+                          again=(f"/ui/clusters/{cluster_id}/preview#operations", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
                           cluster_id=cluster_id, cluster_name=info.name)
         errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
                                    "to_job"))
@@ -294,6 +294,6 @@ async def post_apply(request: web.Request, viewer: Viewer) -> web.StreamResponse
     again = None
     if found is not None and written.status != 403:  # (one who may not apply it may not make it again either)
         saved = found[0]
-        target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview"
+        target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview#operations"
         again = (target, formdata.fields_of(saved.operation, saved.command))
     return render(request, "refused.html", viewer, written.status, message=written.message, plan_id=plan_id, again=again)

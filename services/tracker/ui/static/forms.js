@@ -36,11 +36,19 @@
     // The first field the server refused gets the focus (its reason is next to it); a group of
     // boxes (services: one that requires a service not ticked) its first ticked box, else its
     // first. Once the page has loaded: the scroll to a change form's #operations took it away.
+    // A change form the server opened without a refusal (Change, back from its preview) gets it
+    // on its first field: the page was left at its top, the form far below and the focus nowhere.
     const invalid = document.querySelector("[aria-invalid=true]");
+    const opened = document.querySelector("details.op[open]");
+    let box = null;
     if (invalid) {
       const d = invalid.closest("details"); if (d) d.open = true;
-      const box = invalid.tagName === "FIELDSET" ? (invalid.querySelector("input:checked") || invalid.querySelector("input")) : invalid;
-      const focus = function () { if (box) box.focus(); };
+      box = invalid.tagName === "FIELDSET" ? (invalid.querySelector("input:checked") || invalid.querySelector("input")) : invalid;
+    } else if (opened) {
+      box = opened.querySelector("input:not([type=hidden]), select, textarea");
+    }
+    if (box) {
+      const focus = function () { box.focus(); };
       if (document.readyState === "complete") focus(); else window.addEventListener("load", focus);
     }
   });
