@@ -117,6 +117,21 @@ def test_a_keyboard_walks_the_template_list_and_sends_its_pick_with_the_button(m
     expect(page.get_by_label("Template", exact=True)).to_have_value(third)
 
 
+def test_a_refusal_that_names_a_command_shows_it_as_code_not_backticks(muster: Muster, page: Any) -> None:
+    """Session 34's walk: a repair of a cluster with no drift was refused above the forms with
+    "(as last observed: `muster cluster check` looks again)", backticks and all (docs/ui.md: the
+    console shows the CLI's and the API's marked commands as code, as its error pages did)."""
+    sign_in(page, person(muster, "writer", "write", "cluster:*"))
+    page.get_by_role("link", name="made-here").click()
+    repair = page.get_by_test_id("op-repair")
+    repair.locator("summary").click()
+    repair.get_by_role("button", name="Preview").click()
+    refused = page.get_by_test_id("form-error")
+    expect(refused).to_contain_text("has no drift to repair")
+    expect(refused.locator("code")).to_have_text("muster cluster check")
+    assert "`" not in refused.inner_text()
+
+
 def test_a_reader_sees_no_forms_and_is_refused_if_it_posts_anyway(muster: Muster, page: Any) -> None:
     sign_in(page, person(muster, "reader", "read", "tenant"))
     expect(page.get_by_test_id("tenant")).to_have_text("default")

@@ -40,7 +40,17 @@
       told(why);
     });
   }
-  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine, endedBy: endedBy};
+  // A message the CLI and the API say too (a refusal, a job's error) into `el`, its `command`
+  // spans as <code>, as the server's code_spans filter renders them: text nodes, no markup parsed.
+  function coded(el, text) {
+    el.replaceChildren(...String(text).split(/`([^`\n]+)`/).map((part, i) => {
+      if (i % 2 === 0) return document.createTextNode(part);
+      const code = document.createElement("code");
+      code.textContent = part;
+      return code;
+    }));
+  }
+  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine, endedBy: endedBy, coded: coded};
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     for (const el of document.querySelectorAll(".tz")) el.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone || "local";

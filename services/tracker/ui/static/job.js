@@ -86,7 +86,7 @@
       if (m.end) {
         const e = m.end;
         setState(e.state);
-        if (e.error) { $("job-error").textContent = e.error; $("job-error").hidden = false; }
+        if (e.error) { musterConsole.coded($("job-error"), e.error); $("job-error").hidden = false; }
         if (e.finished_at) finished(e.finished_at);
         setLive(false, "finished: " + words(e.state));
         continue;
@@ -284,7 +284,7 @@
           window.location.assign(body.sign_in + "&next=" + encodeURIComponent(location.pathname + location.search));
           return;
         }
-        said.textContent = told(action, body, resp.status);
+        musterConsole.coded(said, told(action, body, resp.status));
       } catch (err) {
         said.textContent = action + ": no answer (" + err + ")";
       } finally {
