@@ -37,7 +37,7 @@ from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
 from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
 from muster.ports.eventlog import EventLog
-from services.auth.domain.authz import Decision, may, unmade_tenant
+from services.auth.domain.authz import Decision, how_to_get, may, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 log = structlog.get_logger("muster.planner")
@@ -107,9 +107,10 @@ class CatalogWrites:
             return Decision(False, unmade)
         grants = self.identity.grants_of(principal)
         for kind, name in entities:
-            decision = may(who, grants, "write", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{name}"))
-            if not decision:
-                return decision
+            scope = Scope(tenant=tenant, kind="catalog", id=f"{kind}/{name}")
+            decision = may(who, grants, "write", scope)
+            if not decision:  # with the grant to ask for, as every other refusal of a user says it
+                return Decision(False, decision.reason + how_to_get(who, "write", scope, grants))
         return Decision(True)
 
     async def _apply(self, tenant: str, principal: str, by: str, request: ApplyCatalog) -> CatalogAnswer | Rejected:

@@ -79,12 +79,12 @@ async def get_governance(request: web.Request) -> web.Response:
     """GET /v1/governance/rules|policies|subscriptions|schedules|denied."""
     tenant = tenant_of(request)
     what = request.match_info["what"]
+    if what not in KINDS and what != "denied":  # before the grant: a mistyped list is not one the requester needs a grant for
+        return error(404, f"no governance list {what[:40]!r}: one of {', '.join([*KINDS, 'denied'])}", "what")
     every = _readable(request, tenant, what)
     store = request.app[TRACKER].store
     if what == "denied":
         return web.json_response({"items": await denials(store, tenant)})
-    if what not in KINDS:
-        return error(404, f"no governance list {what[:40]!r}: one of {', '.join([*KINDS, 'denied'])}", "what")
     items = await listing(store, tenant, KINDS[what])
     if every:
         return web.json_response({"items": items})
@@ -96,9 +96,9 @@ async def get_governance_entry(request: web.Request) -> web.Response:
     """GET /v1/governance/rules|policies|subscriptions|schedules/{name}."""
     tenant = tenant_of(request)
     what, name = request.match_info["what"], request.match_info["name"]
-    every = _readable(request, tenant, what)
     if what not in KINDS:
         return error(404, f"no governance kind {what[:40]!r}: one of {', '.join(KINDS)}", "what")
+    every = _readable(request, tenant, what)
     found = [i for i in await listing(request.app[TRACKER].store, tenant, KINDS[what]) if i["name"] == name]
     if not every:  # one it may not see is answered as one the tenant has not (no news of others' schedules)
         found = _seen(request, tenant, found)

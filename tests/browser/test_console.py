@@ -10,6 +10,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from .conftest import Muster
+from .test_operate import sign_in
 
 LONG = 90_000  # ms: a whole job on the simulated cloud, with room for a busy machine
 
@@ -265,3 +266,31 @@ def test_a_tasks_own_page_follows_its_running_attempt_to_its_end(muster: Muster,
     expect(detail.get_by_test_id("attempt").first.locator("h4")).to_contain_text("succeeded")
     expect(page.get_by_test_id("task-live")).to_have_text("finished: succeeded", timeout=LONG)
     assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
+
+
+def test_pages_whose_stream_the_tracker_ends_say_why(muster: Muster, page: Any) -> None:
+    """Session 34's walk: a tenant's user's token was revoked while its job page and its cluster
+    page were open. The tracker ends their streams with the reason (still.py); the job page said
+    only "disconnected; reload the page" (the browser asked again and got a 401), the cluster
+    page nothing at all, so it looked live and was not. Both now say the tracker's words."""
+    at = ["--tenant", "default", "--data-dir", str(muster.data_dir)]
+    name = f"ended-{uuid.uuid4().hex[:6]}"
+    token = json.loads(muster.cli("user", "create", name, "--json", *at).stdout)["token"]
+    muster.cli("grant", name, "read", "--scope", "cluster:*", *at)
+    created = muster.create(f"ended-{uuid.uuid4().hex[:4]}", "talky-small", 1)  # its install runs 15 s
+    sign_in(page, token, f"/ui/jobs/{created['job_id']}")
+    expect(page.locator("#live-text")).to_have_text("live: updates as they happen")
+    cluster = page.context.new_page()
+    cluster.goto(f"/ui/clusters/{created['cluster_id']}")
+    expect(cluster.get_by_test_id("cluster-ended")).to_be_hidden()
+
+    muster.cli("token", "revoke", token.split("_")[2], "--data-dir", str(muster.data_dir))
+    live = page.locator("#live-text")
+    expect(live).to_contain_text(f"the stream ends: token {token.split('_')[2]} of {name} was revoked", timeout=LONG)
+    expect(live).to_contain_text("reload the page")
+    ended = cluster.get_by_test_id("cluster-ended")
+    expect(ended).to_contain_text("This page is no longer told of the cluster's changes: the stream ends: ", timeout=LONG)
+    expect(ended).to_contain_text("was revoked")
+    page.reload()  # the sign-in page says why, its one field ready for the keyboard (it was on nothing)
+    expect(page.get_by_role("alert")).to_contain_text("Your token is no longer valid (token ")
+    expect(page.get_by_label("Access token")).to_be_focused()

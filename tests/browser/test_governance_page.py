@@ -5,6 +5,7 @@ allows it); the governance page shows the schedules with their next runs and the
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -17,14 +18,18 @@ LONG = 90_000
 
 
 def check_then_approve(page: Any, comment: str) -> None:
-    """On a waiting job's page: Check first (what an approval now would find, nothing decided:
-    decision 42), then Approve with `comment`; the job runs to its end, and the page is loaded
-    again."""
-    page.get_by_test_id("check").click()
+    """On a waiting job's page: `comment` typed, Check first (what an approval now would find,
+    nothing decided: decision 42), then Approve; the job runs to its end, and the page is loaded
+    again. The comment typed before Check first is kept, and the focus where it was: the page
+    went back to itself without them (session 34), and the approval was recorded with no comment."""
+    page.get_by_test_id("decision-comment").fill(comment)
+    page.get_by_test_id("check").focus()
+    page.keyboard.press("Enter")
     expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
     expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
     expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
-    page.get_by_test_id("decision-comment").fill(comment)
+    expect(page.get_by_test_id("decision-comment")).to_have_value(comment)
+    expect(page.get_by_test_id("check")).to_be_focused()
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("decision-said")).to_have_text("approved")
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
@@ -132,3 +137,41 @@ def test_the_requester_approves_its_own_job_when_every_rule_that_matched_allows_
     finally:
         for rule in ("self-ok", "self-ok-not-mixed"):
             muster.cli("rule", "delete", rule, *at)
+
+
+def test_a_decision_taken_elsewhere_shows_on_the_open_page_and_who_may_not_decide_is_told_why(muster: Muster, page: Any) -> None:
+    """Session 34's walk, a tenant's user with its own token: its job waited for approval, an
+    admin approved it from the CLI, and the open page went on saying "Waits for approval" and
+    offering Reject after the job had run (the stream moved the tasks, never the approval). And a
+    user without `approve` saw no Approve and no word why: the page now says the grant, in the
+    API's words."""
+    at = ["--data-dir", str(muster.data_dir)]
+    muster.cli("rule", "add", "elsewhere", "-o", "create", "--cluster", "elsewhere-*", "--allow-self-approval", "--expires", "1h", *at)
+    try:
+        writer = person(muster, "writer", "write", "cluster:*")  # may create, not approve (self-approval allowed or not)
+        out = muster.cli("cluster", "create", "elsewhere-1", "-t", "tiny-small", "-n", "1", "--json", *at, env={"MUSTER_TOKEN": writer})
+        made = json.loads(out.stdout.splitlines()[0])
+        assert made["type"] == "Accepted" and "waits for approval" in made["warnings"][0], made
+        job, cluster = made["job_id"], made["cluster_id"]
+
+        sign_in(page, person(muster, "reader", "read", "tenant"), f"/ui/jobs/{job}")  # neither its requester nor an approver
+        why = page.get_by_test_id("approval-why")
+        expect(why).to_contain_text(f"has no approve permission on job {job}")
+        expect(why).to_contain_text(f"approve --scope cluster:{cluster}")
+        expect(page.locator("#decide")).to_have_count(0)
+
+        sign_in(page, writer, f"/ui/jobs/{job}")  # its requester: may reject it; approving needs the grant
+        expect(page.get_by_test_id("approval-why")).to_contain_text("You may reject it, as its requester")
+        expect(page.get_by_test_id("approve")).to_have_count(0)
+        page.get_by_test_id("decision-comment").fill("was about to")  # typing, focus in the form
+        muster.cli("job", "approve", job, "--comment", "from the shell", *at)
+        decision = page.get_by_test_id("approval-decision")
+        said = re.compile(r"^Approval: approved by [\w-]+: “from the shell”$")  # (the operator's name: the tests' in-process CLI's)
+        expect(decision).to_have_text(said)  # no reload: the stream said it
+        expect(page.locator("#decide")).to_have_count(0)
+        expect(decision).to_be_focused()  # the keyboard is not left on a form that went away
+        expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+        page.reload()  # as the server renders it
+        expect(page.get_by_test_id("approval-decision")).to_have_text(said)
+    finally:
+        muster.cli("rule", "delete", "elsewhere", *at)

@@ -58,6 +58,10 @@ class Tally:
         for task_id, state in self.states.items():
             self.groups.setdefault(self._key(task_id), Counter())[state] += 1
         self.state, self.error, self.resources = status["state"], status.get("error"), status.get("resources")
+        # Once decided: who decided and what they said, for the page that still offers the decision
+        # (job.js); its costs are left to a reload, where the page shows them as the viewer may read them.
+        asked = status.get("approval")
+        self.approval = {k: asked.get(k) for k in ("decision", "by", "comment")} if asked and asked.get("decision") else None
 
     def _key(self, task_id: str) -> str:
         return self.keys.get(task_id, ("cleanup",))[0]
@@ -85,7 +89,7 @@ class Tally:
         counts: Counter[str] = Counter()
         for c in self.groups.values():
             counts.update(c)
-        return {"state": self.state, "error": self.error, "resources": self.resources, "counts": {k: n for k, n in sorted(counts.items()) if n},
+        return {"state": self.state, "error": self.error, "resources": self.resources, "approval": self.approval, "counts": {k: n for k, n in sorted(counts.items()) if n},
                 "tasks_total": len(self.states), "stage": {"current": current, "total": len(stages)},
                 "groups": {k: {s: n for s, n in sorted(c.items()) if n} for k, c in self.groups.items()}}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,6 +231,21 @@ def size_note(allowed: Sequence[str], shown: Sequence[str], nodes: int, bounds: 
     which = "the only size" if len(no) == 2 else "the most" if no == ["expand"] else "the fewest"
     return (f"It has {nodes} node{'s' if nodes != 1 else ''}, {which} its template allows ({bounds[0]} to {bounds[1]}): "
             f"no {' or '.join(no)}.")
+
+
+def withheld_note(withheld: Sequence[Op], why: Callable[[str], str]) -> list[str]:
+    """The changes the viewer may not use, by the permission each needs, with why (`why`: the
+    viewer's refusal of that permission on the cluster, naming the grant to ask for). Said, not
+    only left out: a user looking for Restart found no form and no word (session 34's walk)."""
+    by: dict[str, list[str]] = {}
+    for op in withheld:
+        by.setdefault(op.permission, []).append(op.title)
+    return [f"{_listed(titles)} need{'s' if len(titles) == 1 else ''} {permission}: {why(permission)}."
+            for permission, titles in by.items()]
+
+
+def _listed(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def shown_errors(op: str | None, shown: Sequence[str], errors: Mapping[str, str]) -> dict[str, str]:

@@ -200,10 +200,11 @@ def _errors(written: Written, fields: tuple[str, ...]) -> dict[str, str]:
 async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form: formdata.Form | None = None,
                      errors: dict[str, str] | None = None, op: str | None = None) -> dict[str, Any] | None:
     """What the cluster page offers to change the cluster now: the operations the viewer may
-    use, each with what its form needs; None when it may use none."""
+    use, each with what its form needs, and which it may not with the grant each needs; None for
+    a deleted cluster."""
     allowed = [o for o in formdata.OPS.values() if viewer.may_cluster(o.permission, cluster_id)]  # type: ignore[arg-type]
-    if not allowed:
-        return None
+    withheld = formdata.withheld_note([o for o in formdata.OPS.values() if o not in allowed],
+                                      lambda permission: viewer.why_not_cluster(permission, cluster_id))  # type: ignore[arg-type]
     tracker = tracker_of(request)
     info = ClusterInfo.from_history(await tracker.store.read(subjects.cluster_events(viewer.tenant, cluster_id)))
     if info is None or info.status == "deleted":
@@ -226,7 +227,7 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     waiting = next((j for j in jobs if j["id"] == info.job_id and j["state"] not in FINAL_JOB_STATES), None)
     addable = [s for s in permitted if s not in on]
     shown = formdata.offered_ops([o.name for o in allowed], len(info.nodes), bounds, on, addable, earlier)
-    return {"ops": [o.name for o in allowed], "shown": shown, "size_note": formdata.size_note([o.name for o in allowed], shown, len(info.nodes), bounds), "titles": {o.name: o.title for o in allowed}, "name": info.name,
+    return {"ops": [o.name for o in allowed], "shown": shown, "size_note": formdata.size_note([o.name for o in allowed], shown, len(info.nodes), bounds), "titles": {o.name: o.title for o in allowed}, "name": info.name, "withheld": withheld,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
             "addable": addable, "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
             "posted": posted, "checked": list(form.get("services") or ()) if form else [],
@@ -261,7 +262,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
             title = f"{chosen.title.lower()} cluster {info.name}"
             return render(request, "preview.html", viewer, preview=written.body, title=title,
                           apply="Delete" if op == "delete" else "Apply",
-                          again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
+                          again=(f"/ui/clusters/{cluster_id}/preview#operations", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
                           cluster_id=cluster_id, cluster_name=info.name)
         errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
                                    "to_job"))
@@ -293,6 +294,6 @@ async def post_apply(request: web.Request, viewer: Viewer) -> web.StreamResponse
     again = None
     if found is not None and written.status != 403:  # (one who may not apply it may not make it again either)
         saved = found[0]
-        target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview"
+        target = "/ui/clusters/new" if saved.operation == "create" else f"/ui/clusters/{saved.cluster_id}/preview#operations"
         again = (target, formdata.fields_of(saved.operation, saved.command))
     return render(request, "refused.html", viewer, written.status, message=written.message, plan_id=plan_id, again=again)

@@ -47,39 +47,46 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
 
 
 async def decide(request: web.Request) -> web.StreamResponse:
-    """POST /ui/jobs/{job_id}/decide: `action` approve or reject, and a `comment`."""
+    """POST /ui/jobs/{job_id}/decide: `action` approve, reject or check, and a `comment`. The
+    page's script asks for JSON (`said`, `accepted`) and stays, so a comment typed before Check
+    first or a refusal is kept (job.js); a form posted without it goes back to the page."""
+    wants_json = "application/json" in request.headers.get("Accept", "")
     checked = await job_form(request, "a decision")
     if isinstance(checked, web.Response):
         return checked
     viewer, job_id, form = checked
     action, comment = str(form.get("action") or ""), str(form.get("comment") or "")
+    decided = False
     if action not in ("approve", "reject", "check"):
         said = f"refused: {action[:40]!r} is neither approve, reject nor check"
     elif len(comment) > MAX_COMMENT_CHARS:  # (cut short, it was recorded as if the approver had said less)
         said = f"refused: comment: {too_long_text(len(comment), MAX_COMMENT_CHARS)}"
     else:
-        said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
+        said, decided = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
+    if wants_json:
+        return web.json_response({"said": said, "accepted": decided, "action": action})
     return said_at(request, viewer, job_id, said)
 
 
-async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: str, action: str, comment: str) -> str:
-    """The decision, sent as the viewer; the planner's answer in words."""
+async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: str, action: str,
+               comment: str) -> tuple[str, bool]:
+    """The decision, sent as the viewer; the planner's answer in words, and whether it decided."""
     try:
         nc = await bus.connection(token) if token else bus.own
     except TokenRefused as err:
-        return f"refused: {err}"
+        return f"refused: {err}", False
     client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=DECIDE_TIMEOUT_S, attempts=2)
     command = RejectJob(job_id=job_id, comment=comment) if action == "reject" else \
         ApproveJob(job_id=job_id, comment=comment, dry_run=action == "check")
     try:
         reply = await client.request(command, tenant=tenant)
     except NoAnswer as err:
-        return f"no answer: {err}"
+        return f"no answer: {err}", False
     if isinstance(reply, DryRun):
-        return looked(reply)
+        return looked(reply), False
     if isinstance(reply, Accepted):  # with what the approval found changed since the request (decision 42)
-        return ("approved" if action == "approve" else "rejected") + "".join(f"; {w}" for w in reply.warnings)
-    return f"refused: {getattr(reply, 'reason', reply.type)}"
+        return ("approved" if action == "approve" else "rejected") + "".join(f"; {w}" for w in reply.warnings), True
+    return f"refused: {getattr(reply, 'reason', reply.type)}", False
 
 
 def looked(reply: DryRun) -> str:

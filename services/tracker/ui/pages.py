@@ -207,9 +207,9 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     owner = cluster_of(history)
     name = await cluster_name(tracker_of(request), viewer.tenant, owner) if owner else ""  # what people called it
     return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said, cluster_name=name,
-                  can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
-                  allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
-                  can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
+                  can_control=viewer.may_job("execute", job_id, owner), why_no_control=viewer.why_not_job("execute", job_id, owner),
+                  controls=CONTROLS, allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
+                  can_approve=viewer.may_job("approve", job_id, owner), why_no_approve=viewer.why_not_job("approve", job_id, owner),
                   unserved=await tracker_of(request).warnings(viewer.tenant, data["status"]),
                   graph_json=data["graph"].to_json(), **data)
 

@@ -67,6 +67,13 @@ class Viewer:
         scope = Scope(tenant=self.tenant, kind="job", id=job_id, cluster=cluster_id)
         return self.may is None or bool(self.may(permission, scope))
 
+    def why_not_job(self, permission: Permission, job_id: str, cluster_id: str | None) -> str:
+        """Why the viewer may not, with the grant to ask for, in the API's words ('' when it may)."""
+        if self.may is None:
+            return ""
+        decision = self.may(permission, Scope(tenant=self.tenant, kind="job", id=job_id, cluster=cluster_id))
+        return "" if decision else str(getattr(decision, "reason", "") or f"{self.name} may not {permission} job {job_id}")
+
 
 class NeedsSignIn(Exception):
     """No valid credential: the page redirects to the sign-in page (401 for scripts). `refused`:

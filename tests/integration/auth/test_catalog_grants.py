@@ -76,8 +76,8 @@ async def test_catalog_writes_need_a_write_grant_on_what_they_change_and_record_
     assert first["type"] == "CatalogAnswer" and first["ok"] and len(first["seqs"]) == 2, first
     # Read-only cannot write.
     refused = await served.ask("rita", ApplyCatalog(catalog=services(web="web v2")))
-    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a",
-                       "code": "forbidden"}
+    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a"
+                       " (a tenant admin can give it: muster grant rita write --scope catalog:services/web)", "code": "forbidden"}
     # A grant on one entity writes that one, not another; unchanged entities of a whole folder need none.
     assert (await served.ask("wes", ApplyCatalog(catalog=services(base="base", web="web v2"))))["ok"]
     other = await served.ask("wes", ApplyCatalog(catalog=services(base="base v2")))
@@ -91,6 +91,7 @@ async def test_catalog_writes_need_a_write_grant_on_what_they_change_and_record_
     # Deletes need the same grant.
     no = await served.ask("rita", DeleteCatalogEntity(kind="services", name="web"))
     assert no["type"] == "Rejected" and "rita has no write permission on catalog services/web" in no["reason"]
+    assert no["reason"].endswith("(a tenant admin can give it: muster grant rita write --scope catalog:services/web)"), no  # (session 34)
     assert (await served.ask("wes", DeleteCatalogEntity(kind="services", name="web", requested_by="mallory")))["ok"]
     # Bad input gets a reason, and nothing is written.
     for body, verb, reason in ((b"{not json", "catalog-apply", "not a catalog request"),

@@ -147,7 +147,9 @@ async def test_a_reader_of_one_job_is_not_linked_to_its_cluster_which_it_may_not
 
 async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Console) -> None:
     status, html = await console.get(f"/ui/jobs/{JOBS[X]}", "onex")
-    assert status == 200 and 'id="control"' not in html  # read only: no buttons
+    assert status == 200 and 'id="control"' not in html  # read only: no buttons; why, with the grant (session 34)
+    assert f"Job control (pause, resume, cancel, retry) needs execute: onex has no execute permission on job {JOBS[X]}" in html
+    assert "muster grant onex execute --scope cluster:" in html
     assert (await console.control(JOBS[X], "onex")) == {"said": f"rejected: onex may not pause job {JOBS[X]}", "accepted": False,
                                                         "action": "pause"}
     refused = await console.control(JOBS[Y], "onex")  # not readable: the answer for an unknown job
@@ -165,6 +167,11 @@ async def test_a_decision_comment_over_the_limit_is_refused_in_our_words_not_cut
                                    headers={"Origin": origin}, allow_redirects=False)
     said = parse_qs(urlsplit(resp.headers["Location"]).query)["said"]
     assert resp.status in (302, 303) and said == ["refused: comment: 2,345 characters given; at most 2,000"], said
+    # The page's script asks for JSON and stays on the page, its comment kept (job.js, session 34).
+    resp = await console.http.post(f"/ui/jobs/{JOBS[X]}/decide", data=form, cookies={"muster_session": console.tokens["ada"]},
+                                   headers={"Origin": origin, "Accept": "application/json"}, allow_redirects=False)
+    assert resp.status == 200 and await resp.json() == {"said": "refused: comment: 2,345 characters given; at most 2,000",
+                                                        "accepted": False, "action": "reject"}
 
 
 async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: Console) -> None:

@@ -529,6 +529,11 @@ async def test_who_may_make_schedules_lists_those_it_owns_or_may_run_without_rea
         assert (await get("sam", "/v1/governance/schedules/mine"))[0] == 200
         assert (await get("sam", "/v1/governance/schedules/grow"))[0] == 404  # as one the tenant has not
         assert (await get("sam", "/v1/governance/rules"))[0] == 403
+        # A mistyped list is said to be one, not answered with a grant sam would not need (session 34).
+        for path, says in (("/v1/governance/schedule", "no governance list 'schedule': one of rules, policies, subscriptions, schedules, denied"),
+                           ("/v1/governance/schedule/mine", "no governance kind 'schedule': one of rules, policies, subscriptions, schedules")):
+            status, body = await get("sam", path)
+            assert (status, body["error"]["message"], body["error"]["parameter"]) == (404, says, "what"), body
         status, body = await get("rex", "/v1/governance/schedules")
         assert status == 200 and [i["name"] for i in body["items"]] == ["grow", "mine"] and "warnings" not in body, body
 

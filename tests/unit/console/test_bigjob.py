@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contracts import subjects
+from contracts.approvals import JobApprovalRequested, JobApproved
 from contracts.events import (
     JobPlanned,
     JobRequested,
@@ -141,3 +142,19 @@ def test_a_rollback_in_a_batch_counts_again_and_says_the_plan_changed() -> None:
     body = batch.body(tally)
     assert body["replan"] and body["state"] == "rolling_back" and body["tasks_total"] == 13
     assert body["groups"]["rollback:1"] == {"planned": 1} and body["stage"] == {"current": 1, "total": 1}
+
+
+def test_a_batch_says_an_approval_once_it_is_decided_and_not_its_costs() -> None:
+    """The page of a job waiting for approval offered Reject after someone else had approved it
+    and the job had run (session 34's walk): the batch now carries the decision, for job.js."""
+    log, fold, tally, batch = _batching()
+    asked = log.add(JobApprovalRequested(job_id=JOB, rules=["big"], expires_at=T0 + timedelta(hours=1), cluster_version=0, digest="d"))
+    fold.add(asked)
+    batch.note(asked)
+    assert batch.body(tally)["approval"] is None and tally.state == "waiting_for_approval"  # nothing decided yet
+    batch = Batch()
+    approved = log.add(JobApproved(job_id=JOB, by="ada", comment="fine"))
+    fold.add(approved)
+    batch.note(approved)
+    body = batch.body(tally)
+    assert body["approval"] == {"decision": "approved", "by": "ada", "comment": "fine"} and body["state"] == "running"

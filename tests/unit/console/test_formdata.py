@@ -131,3 +131,12 @@ def test_the_change_forms_a_cluster_page_offers_and_where_their_errors_are_said(
     assert formdata.shown_errors("shrink", shown, {"nodes": "too few"}) == {"form": "Shrink: too few"}
     assert formdata.shown_errors("reboot", shown, {"op": "'reboot' is not an operation"}) == {"form": "'reboot' is not an operation"}
     assert formdata.shown_errors(None, shown, {}) == {}
+
+
+def test_the_changes_a_viewer_may_not_make_are_said_by_the_permission_each_needs() -> None:
+    """A user without execute found no Restart on the cluster page and no word why (session 34)."""
+    withheld = [OPS[name] for name in ("start", "stop", "delete", "restart")]
+    said = formdata.withheld_note(withheld, lambda permission: f"bob has no {permission} permission (ask)")
+    assert said == ["Start services, Stop services and Restart need execute: bob has no execute permission (ask).",
+                    "Delete needs write: bob has no write permission (ask)."]
+    assert formdata.withheld_note([], lambda permission: "never asked") == []

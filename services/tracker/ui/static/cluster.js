@@ -66,4 +66,6 @@ document.addEventListener("DOMContentLoaded", function () {
     const busy = document.querySelector('[data-testid="ops-busy"]');
     if (m.final && busy && busy.dataset.job === m.job_id) busy.hidden = true;
   });
+  const ended = document.getElementById("cluster-ended");  // no longer told of changes: said, with why
+  musterConsole.endedBy(source, (why) => { ended.textContent = "This page is no longer told of the cluster's changes: " + why + ". Reload the page."; ended.hidden = false; });
 });

@@ -27,7 +27,30 @@
     if (hint) hint.remove();
     return true;
   }
-  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine};
+  // A page's stream that the tracker ends because its reader may no longer read it (a token
+  // revoked or expired, a grant taken back: still.py) says why in an `error` event with data; the
+  // connection's own errors have none. Closed, so the browser does not ask again (a 401 it would
+  // only report as "disconnected"), and `told` gets the tracker's words.
+  function endedBy(source, told) {
+    source.addEventListener("error", (ev) => {
+      if (!ev.data) return;
+      source.close();
+      let why = "the stream ended";
+      try { why = JSON.parse(ev.data).message || why; } catch (err) { /* (said as it is) */ }
+      told(why);
+    });
+  }
+  // A message the CLI and the API say too (a refusal, a job's error) into `el`, its `command`
+  // spans as <code>, as the server's code_spans filter renders them: text nodes, no markup parsed.
+  function coded(el, text) {
+    el.replaceChildren(...String(text).split(/`([^`\n]+)`/).map((part, i) => {
+      if (i % 2 === 0) return document.createTextNode(part);
+      const code = document.createElement("code");
+      code.textContent = part;
+      return code;
+    }));
+  }
+  window.musterConsole = {localTimes: localTimes, fmt: fmt, progressLine: progressLine, endedBy: endedBy, coded: coded};
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     for (const el of document.querySelectorAll(".tz")) el.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone || "local";

@@ -60,6 +60,7 @@
     source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source && source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
+    musterConsole.endedBy(source, (why) => { source = null; final = true; setLive(false, why + "; reload the page"); });
     source.addEventListener("progress", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
     source.addEventListener("batch", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
     source.addEventListener("end", (ev) => {
@@ -85,7 +86,7 @@
       if (m.end) {
         const e = m.end;
         setState(e.state);
-        if (e.error) { $("job-error").textContent = e.error; $("job-error").hidden = false; }
+        if (e.error) { musterConsole.coded($("job-error"), e.error); $("job-error").hidden = false; }
         if (e.finished_at) finished(e.finished_at);
         setLive(false, "finished: " + words(e.state));
         continue;
@@ -126,6 +127,7 @@
       if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
       showWait(last);
+      showDecision(last.approval);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
       $("job-stage").textContent = stageText(last.stage, last.state);
@@ -169,6 +171,20 @@
     a.textContent = "its place in the pool's line";
     p.replaceChildren("Waiting for " + r.hosts + " host" + (r.hosts === 1 ? "" : "s") + " of pool " + r.pool + " (", a, ")");
     p.hidden = false;
+  }
+
+  // A decision taken elsewhere (the CLI, another approver, its expiry) while the page still offers
+  // one: said in the words the server renders (job.html), and no longer offered (a Reject there
+  // could only be refused). Its costs are left to a reload.
+  function showDecision(a) {
+    const waits = $("approval-waits");
+    if (!a || !waits) return;
+    const p = document.createElement("p");
+    p.id = "approval-decision"; p.dataset.testid = "approval-decision"; p.tabIndex = -1;
+    p.textContent = "Approval: " + a.decision + (a.by ? " by " + a.by : "") + (a.comment ? ": \u201c" + a.comment + "\u201d" : "");
+    const focused = waits.contains(document.activeElement);
+    waits.replaceWith(p);
+    if (focused) p.focus();  // a keyboard user who was typing a comment is not left on nothing
   }
 
   function setState(s) {
@@ -247,34 +263,46 @@
     for (const t of graph.tasks) update(t);
   }
 
-  // -- job control ----------------------------------------------------------------------------------
+  // -- job control and an approval's decision ---------------------------------------------------------
 
-  function control() {
-    const form = $("control");
-    if (!form) return;
+  // A form of the page sent without leaving it: what was typed stays (a comment before Check first,
+  // or one a refusal answered: the plain post went back to the page without it) and so does the
+  // focus; the answer shows in `said` (a live region). `told` words the answer.
+  function stay(form, said, told) {
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const action = ev.submitter ? ev.submitter.value : "";
-      const said = $("control-said");
       const buttons = form.querySelectorAll("button");
       buttons.forEach((b) => { b.disabled = true; });
       said.textContent = action + ": asking the planner…";
+      const fields = new URLSearchParams(new FormData(form));
+      fields.set("action", action);
       try {
-        const resp = await fetch(form.getAttribute("action"), {method: "POST",
-          body: new URLSearchParams({action: action, csrf: form.elements.csrf.value}), headers: {Accept: "application/json"}});
+        const resp = await fetch(form.getAttribute("action"), {method: "POST", body: fields, headers: {Accept: "application/json"}});
         const body = await resp.json();
         if (resp.status === 401 && body.sign_in) {  // the token is no longer valid: the sign-in page says so
           window.location.assign(body.sign_in + "&next=" + encodeURIComponent(location.pathname + location.search));
           return;
         }
-        said.textContent = action + ": " + (body.said || (body.error && body.error.message) || resp.status);
-        if (body.accepted && action === "retry") { final = false; connect(); }
+        musterConsole.coded(said, told(action, body, resp.status));
       } catch (err) {
         said.textContent = action + ": no answer (" + err + ")";
       } finally {
         buttons.forEach((b) => { b.disabled = false; });
+        if (ev.submitter && ev.submitter.isConnected && document.activeElement === document.body) ev.submitter.focus();  // (disabling blurred it)
       }
     });
+  }
+
+  function control() {
+    const form = $("control");
+    if (form) stay(form, $("control-said"), (action, body, status) => {
+      if (body.accepted && action === "retry") { final = false; connect(); }
+      return action + ": " + (body.said || (body.error && body.error.message) || status);
+    });
+    const decide = $("decide");  // its decision shows from the stream (showDecision) once the planner takes it
+    if (decide) stay(decide, document.querySelector('[data-testid="decision-said"]'),
+                     (action, body, status) => body.said || (body.error && body.error.message) || String(status));
   }
 
   // Only the buttons the job's state allows (data-states: the states the planner takes each in).

@@ -31,6 +31,7 @@
     const source = new EventSource("/ui/jobs/" + d.job + "/stream?after=" + d.seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
+    musterConsole.endedBy(source, (why) => setLive(false, why + "; reload the page"));
     source.addEventListener("batch", (ev) => {
       const m = JSON.parse(ev.data);
       let changed = m.tasks.some((t) => t.id === d.task) || m.replan;
