@@ -67,9 +67,11 @@ class AuthThread:
             self.loop.close()
 
 
-def start_authorized(data_dir: Path, name: str) -> tuple[subprocess.Popen[bytes], str, AuthThread]:
+def start_authorized(data_dir: Path, name: str, extra: str = "") -> tuple[subprocess.Popen[bytes], str, AuthThread]:
+    """`extra`: more of the server's configuration, after its authorization block."""
     keys = AuthKeys.load_or_create(data_dir / "auth")
-    proc, url = start_blocking(data_dir / "nats", name=name, auth=server_auth_config(keys.issuer_public, keys.bus_secret))
+    auth = server_auth_config(keys.issuer_public, keys.bus_secret) + (f"\n{extra}\n" if extra else "")
+    proc, url = start_blocking(data_dir / "nats", name=name, auth=auth)
     try:
         return proc, url, AuthThread(url, keys)
     except BaseException:

@@ -5,9 +5,10 @@ and a solver on a server of the test's own; no provisioner, so the tasks stay qu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from services.planner.domain import saga
 from services.planner.domain.job import Job, job_uuid
 from services.planner.entrypoint import start_planner
 from services.solver.entrypoint import start_solver
+from tests.conftest import _stop, start_authorized
 
 from .conftest import quick_demo_catalog
 
@@ -42,6 +44,23 @@ class Bare:
     client: MusterClient
     store: EventStore
     planner: Planner
+
+
+@pytest.fixture
+def fresh_nats(tmp_path: Path) -> Iterator[str]:
+    """The tests' own server (conftest's `fresh_nats`) holding up to 512 MB for a connection
+    that reads late, where nats-server holds 64 MB: the test counts every message of a
+    10,000-node create's first wave on a core subscription, in the process that also runs the
+    planner, and in a loaded suite that reading fell behind the wave by more than 64 MB: the
+    server cut the connection as a slow consumer ("Slow Consumer Detected: MaxPending of
+    67108864 Exceeded"), the messages of the cut were never counted and the test waited out its
+    180 s. What the test checks is the messages' sizes, not how fast it reads them."""
+    proc, url, auth = start_authorized(tmp_path / "fresh", name="muster-fresh", extra=f"max_pending: {512 * 1024 * 1024}")
+    try:
+        yield url
+    finally:
+        auth.stop()
+        _stop(proc)
 
 
 @pytest_asyncio.fixture

@@ -28,7 +28,7 @@ class _Bus:
 async def test_the_consoles_approval_says_what_changed_since_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(governance, "MusterClient", _Client)
     said = await governance.send(_Bus(), None, "acme", "apo", "j1", "approve", "")  # type: ignore[arg-type]
-    assert said == "approved; it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"
+    assert said == ("approved; it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)", True)
 
 
 class _Looking(_Client):
@@ -42,7 +42,7 @@ async def test_check_first_says_what_an_approval_now_would_find_and_decides_noth
     monkeypatch.setattr(governance, "MusterClient", _Looking)
     said = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
     assert said == ("checked, nothing decided: an approval now would be refused: over budget (policy budget); "
-                    "it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)")
+                    "it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)", False)
 
 
 class _Unpriced:
@@ -64,4 +64,4 @@ async def test_check_first_says_a_price_the_approver_may_not_read_has_none_not_t
     monkeypatch.setattr(governance, "MusterClient", _Unpriced)
     said = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
     assert said == ("checked, nothing decided: the tenant's policies allow it now; "
-                    "it costs 0.00/h once done at today's prices · small 4 × no price"), said
+                    "it costs 0.00/h once done at today's prices · small 4 × no price", False), said
