@@ -61,6 +61,7 @@ class LocalSshEndpoint:
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._connections: set[asyncssh.SSHServerConnection] = set()
         self._running: set[asyncio.subprocess.Process] = set()
+        self._reaping: set[asyncio.Future[int]] = set()
         self._sessions: set[int] = set()
         self._started_ticks = 0
         self.port = 0
@@ -106,6 +107,10 @@ class LocalSshEndpoint:
             await conn.wait_closed()
         if self._running:
             await asyncio.wait([asyncio.ensure_future(p.wait()) for p in self._running], timeout=_KILL_GRACE_S)
+        if self._reaping:
+            await asyncio.wait(set(self._reaping), timeout=_KILL_GRACE_S)
+            for waited in list(self._reaping):
+                waited.cancel()
         # and daemons that left their session (redis-server's daemonize calls setsid)
         kill_all(set(_members(self._sessions, self._started_ticks)) | set(left_behind(self._env, self.workdir)))
 
@@ -162,11 +167,21 @@ class LocalSshEndpoint:
             self._running.discard(proc)
             if proc.returncode is None:
                 _kill_group(proc)
+                self._reap(proc)
             # A command killed because its client went away leaves its pipes open (nobody reads
             # them now): closed here, not by the garbage collector's ResourceWarning.
             transport = getattr(proc, "_transport", None)
             if transport is not None:
                 transport.close()
+
+    def _reap(self, proc: asyncio.subprocess.Process) -> None:
+        """A command killed and not yet exited is held until it has (and `stop` waits for it):
+        dropped at once, the garbage collector met it still running on a loaded machine
+        ("ResourceWarning: subprocess N is still running", a shell task's clean-up command
+        whose client had gone, after its handler had returned or been cancelled)."""
+        waited = asyncio.ensure_future(proc.wait())
+        self._reaping.add(waited)
+        waited.add_done_callback(self._reaping.discard)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
