@@ -18,6 +18,8 @@ from typing import Any
 
 from contracts.commands import AnyCommand
 
+from .rego_text import STRING_OR_COMMENT
+
 ANY: dict[str, Any] = {}
 """A level whose keys are not known in advance: anything below it is read as it is."""
 LEAF = None
@@ -43,8 +45,6 @@ SHAPE: dict[str, Any] = {
     "cost": {"per_hour": LEAF, "before_per_hour": LEAF, "by_hardware": ANY, "unknown": ANY},
 }
 
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`')
-_COMMENT = re.compile(r"#[^\n]*")
 _PATH = re.compile(r'(?<![\w.])input((?:\s*\.\s*[A-Za-z_]\w*|\s*\[\s*"(?:[^"\\]|\\.)*"\s*\])+)')
 _STEP = re.compile(r'\.\s*([A-Za-z_]\w*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]')
 
@@ -53,7 +53,7 @@ def _code(source: str) -> str:
     """The source without its comments, and with every string but a bracketed key emptied (a
     message may say `input.x`; `input["x"]` reads it)."""
     out, at = [], 0
-    for found in re.finditer(rf"{_STRING.pattern}|{_COMMENT.pattern}", source):
+    for found in STRING_OR_COMMENT.finditer(source):
         out.append(source[at:found.start()])
         text = found.group(0)
         keyed = text[0] in '"`' and _after_bracket(source, found.start())

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import re
 
-_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*')
+STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*')
 KEYWORDS = frozenset({"package", "import", "as", "default", "else", "if", "contains", "some", "in", "every", "not", "with",
                       "true", "false", "null", "data", "input", "future", "rego", "v1", "keywords", "_"})
 
 
 def blanked(source: str) -> str:
     """Strings and comments as blanks of their length (newlines kept: lines stay where they were)."""
-    return _STRING_OR_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    return STRING_OR_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
 
 
 def depths(code: str) -> list[int]:
