@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import random
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -95,18 +96,39 @@ def test_a_stop_kills_only_this_nodes_own_server_not_what_has_its_old_pid_now(tm
         other.send_signal(signal.SIGKILL)
         other.wait()
     # Its own server (here a localhost node's: the host's network namespace, its own directory) it does stop.
-    ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+    ip = _free_ip()
     assert run(tmp_path, Action.INSTALL, {}, ip).returncode == 0 and run(tmp_path, Action.CONFIGURE, {}, ip).returncode == 0
     started = run(tmp_path, Action.START, {}, ip)
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.split("started pid ")[1].split()[0])
     try:
         stopped = run(tmp_path, Action.STOP, {}, ip)
-        assert stopped.stdout.strip() == f"stopped pid {pid}", stopped
+        assert stopped.stdout.strip() == f"stopped pid {pid}", (stopped, _log(tmp_path))
         assert not Path(f"/proc/{pid}/cmdline").exists() or b"nats-server" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _free_ip() -> str:
+    """A loopback address whose client, monitoring and route ports (the catalog's 4222, 8222, 6222) are
+    free: a server on 0.0.0.0 of one of them elsewhere on the host (another run's, a person's) made
+    the started nats-server exit at once, and the test read a dead pid (session 35's first run)."""
+    for _ in range(20):
+        ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+        try:
+            for port in (4222, 8222, 6222):
+                with socket.socket() as probe:
+                    probe.bind((ip, port))
+        except OSError:
+            continue
+        return ip
+    raise AssertionError("no loopback address with 4222, 8222 and 6222 free: something on this host holds them on 0.0.0.0")
+
+
+def _log(home: Path) -> str:
+    log = home / "nats" / "nats.log"
+    return log.read_text()[-2000:] if log.exists() else "(no nats.log)"
 
 
 def test_a_start_whose_pidfile_names_another_nodes_server_starts_its_own(tmp_path: Path) -> None:
@@ -115,7 +137,7 @@ def test_a_start_whose_pidfile_names_another_nodes_server_starts_its_own(tmp_pat
     repair rolled back on the status that followed."""
     import signal
 
-    ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+    ip = _free_ip()
     assert run(tmp_path, Action.INSTALL, {}, ip).returncode == 0 and run(tmp_path, Action.CONFIGURE, {}, ip).returncode == 0
     elsewhere = tmp_path / "another-node"
     elsewhere.mkdir()
@@ -127,7 +149,7 @@ def test_a_start_whose_pidfile_names_another_nodes_server_starts_its_own(tmp_pat
         assert started.returncode == 0 and started.stdout.startswith("started pid "), (started.stdout, started.stderr)
         pid = int(started.stdout.split("started pid ")[1].split()[0])
         assert pid != other.pid and other.poll() is None
-        assert b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes(), _log(tmp_path)
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait()
