@@ -480,7 +480,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
                 await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console, real=real))
                 return
             if real:
-                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant, real_prefix))
+                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant, real_prefix, keep))
                 return
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
@@ -495,7 +495,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
     _run(_stoppable(main()))
 
 
-async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, prefix: str) -> None:
+async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, prefix: str, keep: bool) -> None:
     from services.provisioner.plugins.builtin.namespaces.system import root_refusal
 
     from . import real_demo
@@ -504,8 +504,12 @@ async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, pr
     if refusal:
         console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
     async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
+        nodes = "on loopback addresses of this machine" if refusal else f"on this machine (namespaces, veths and a bridge named {prefix}-...)"
+        kept = (f"its nodes {nodes}; another shell: export "
+                f"MUSTER_DATA_DIR={data_dir.resolve()}, then muster cluster show nats-{prefix}; the console is at "
+                f"{deployment.tracker_url}/ui/clusters") if keep else ""
         await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=(data_dir / "nodes").resolve(),
-                                 prefix=prefix)
+                                 prefix=prefix, kept=kept)
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
