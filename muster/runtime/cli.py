@@ -444,7 +444,8 @@ def down(data_dir: Path, timeout: float) -> None:
 
 @click.command("demo")
 @_data_dir_option
-@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50), help="the demo cluster's nodes")
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50),
+              help="the demo cluster's nodes (not with --real or --pool: their stories have sizes of their own)")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenant,
               help="the tenant the demo catalog and cluster go to")
 @click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
@@ -458,6 +459,11 @@ def down(data_dir: Path, timeout: float) -> None:
 @network_options
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool, network: Network) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
+    ctx = click.get_current_context()
+    if (real or on_pool) and ctx.get_parameter_source("nodes") is not click.core.ParameterSource.DEFAULT:
+        # (it was taken and ignored: the stories' sizes are theirs)
+        story = "builds two clusters on a pool of 4 hosts, of 3 and 2 nodes" if on_pool else "builds 3 nodes, grows them to 5 and shrinks them to 3"
+        raise click.BadParameter(f"--nodes is the simulated demo's: --{'pool' if on_pool else 'real'} {story}", param_hint="--nodes")
     _check_tracing()
 
     from .real_demo import fresh_prefix
