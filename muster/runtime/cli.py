@@ -16,6 +16,7 @@ import aiohttp
 import click
 from rich.console import Console
 
+from contracts.catalog import Catalog
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from contracts.identity import tenant_name_problem
@@ -23,7 +24,7 @@ from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import DataDirBusy, ServerError
-from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.files import SUFFIXES, CatalogFileError, load_sources
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, run, translates
@@ -58,12 +59,24 @@ def _data_dir_option(f: Any) -> Any:
     )(f)
 
 
-async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
+def read_catalog(path: Path) -> Catalog:
+    """`--catalog`: a Coopr folder or a file of entities (YAML or JSON), as `muster catalog apply`
+    reads them, read before anything starts (a folder holding only catalog.yaml, such as
+    examples/catalog-real, was refused once every process had started, and the deployment stopped)."""
+    loaded = load_sources([path])
+    errors = [p for p in loaded.problems if p.is_error]
+    if not errors:
+        return loaded.catalog
+    files = sorted(f.name for f in path.iterdir() if f.is_file() and f.suffix in SUFFIXES) if path.is_dir() else []
+    hint = f"; a file of entities is read too: --catalog {path / files[0]}" if files and "not a catalog folder" in str(errors[0]) else ""
+    raise CliError(f"{errors[0]}{hint} (`muster catalog validate {path}` lists every problem)", EXIT_INVALID)
+
+
+async def _load_catalog(client: MusterClient, tenant: str, catalog: Catalog, source: Path) -> int:
     try:
-        catalog = load_catalog(folder)
         return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc), plugins=catalog_plugins())
     except CatalogFileError as err:  # (CatalogRejected is one: it read as an internal error)
-        raise CliError(f"{err} (`muster catalog validate {folder}` lists every problem)", EXIT_INVALID) from None
+        raise CliError(f"{err} (`muster catalog validate {source}` lists every problem)", EXIT_INVALID) from None
 
 
 def _checked_tenants(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -230,7 +243,8 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.command("up")
 @_data_dir_option
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
-@click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
+@click.option("--catalog", "catalog_dir", type=click.Path(exists=True, path_type=Path),
+              help="apply this catalog: a Coopr-format folder, or a YAML or JSON file of entities (as `muster catalog apply` reads)")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenants,
               help="the tenant (or several, comma-separated) the catalog is applied to and the provisioner serves")
 @click.option("--capacity", default=8, show_default=True, type=click.IntRange(1, 10_000),
@@ -259,6 +273,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
     _check_tracing()
+    catalog = read_catalog(catalog_dir) if catalog_dir is not None else None
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
                              cooldown_s=autoscale_cooldown) if autoscale else None
 
@@ -277,7 +292,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
             async with contextlib.AsyncExitStack() as scaling:
                 if policy is not None:  # stopped before the deployment is
                     await scaling.enter_async_context(autoscaling(deployment, policy, tenant))
-                await _serve(deployment, data_dir, catalog_dir, tenant, planners, policy)
+                await _serve(deployment, data_dir, catalog, catalog_dir, tenant, planners, policy)
         finally:
             if deployment.started:
                 await deployment.stop()
@@ -291,12 +306,12 @@ def _planner_args(tenant_limit: tuple[str, ...], policy_deadline: float | None) 
     return [*(a for limit in tenant_limit for a in ("--tenant-limit", limit)), *deadline]
 
 
-async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | None, tenant: str, planners: int,
-                 policy: AutoscalePolicy | None) -> None:
-    if catalog_dir is not None:
+async def _serve(deployment: Deployment, data_dir: Path, catalog: Catalog | None, catalog_dir: Path | None, tenant: str,
+                 planners: int, policy: AutoscalePolicy | None) -> None:
+    if catalog is not None and catalog_dir is not None:
         async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
             for one in tenant_names(tenant):
-                n = await _load_catalog(client, one, catalog_dir)
+                n = await _load_catalog(client, one, catalog, catalog_dir)
                 console.print(f"catalog: {n} {'entity' if n == 1 else 'entities'} applied for tenant {one}")
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
@@ -429,7 +444,8 @@ def down(data_dir: Path, timeout: float) -> None:
 
 @click.command("demo")
 @_data_dir_option
-@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50), help="the demo cluster's nodes")
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50),
+              help="the demo cluster's nodes (not with --real or --pool: their stories have sizes of their own)")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenant,
               help="the tenant the demo catalog and cluster go to")
 @click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
@@ -443,6 +459,11 @@ def down(data_dir: Path, timeout: float) -> None:
 @network_options
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool, network: Network) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
+    ctx = click.get_current_context()
+    if (real or on_pool) and ctx.get_parameter_source("nodes") is not click.core.ParameterSource.DEFAULT:
+        # (it was taken and ignored: the stories' sizes are theirs)
+        story = "builds two clusters on a pool of 4 hosts, of 3 and 2 nodes" if on_pool else "builds 3 nodes, grows them to 5 and shrinks them to 3"
+        raise click.BadParameter(f"--nodes is the simulated demo's: --{'pool' if on_pool else 'real'} {story}", param_hint="--nodes")
     _check_tracing()
 
     from .real_demo import fresh_prefix
@@ -465,7 +486,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
                 await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console, real=real))
                 return
             if real:
-                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant, real_prefix))
+                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant, real_prefix, keep))
                 return
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
@@ -480,7 +501,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
     _run(_stoppable(main()))
 
 
-async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, prefix: str) -> None:
+async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, prefix: str, keep: bool) -> None:
     from services.provisioner.plugins.builtin.namespaces.system import root_refusal
 
     from . import real_demo
@@ -489,13 +510,17 @@ async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str, pr
     if refusal:
         console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
     async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
+        nodes = "on loopback addresses of this machine" if refusal else f"on this machine (namespaces, veths and a bridge named {prefix}-...)"
+        kept = (f"its nodes {nodes}; another shell: export "
+                f"MUSTER_DATA_DIR={data_dir.resolve()}, then muster cluster show nats-{prefix}; the console is at "
+                f"{deployment.tracker_url}/ui/clusters") if keep else ""
         await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=(data_dir / "nodes").resolve(),
-                                 prefix=prefix)
+                                 prefix=prefix, kept=kept)
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
     async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
-        n = await _load_catalog(client, tenant, DEMO_CATALOG)
+        n = await _load_catalog(client, tenant, read_catalog(DEMO_CATALOG), DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         for n in range(1, 100):  # names are unique: a cluster kept by an earlier demo keeps "demo"
             name = "demo" if n == 1 else f"demo-{n}"

@@ -132,7 +132,10 @@ def show_members(info: ClusterInfo, counts: dict[str, int | None], console: Cons
 
 
 async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes: int = 3, grow_to: int = 5,
-                   provider: str = "ns", base_dir: Path, prefix: str = "") -> None:
+                   provider: str = "ns", base_dir: Path, prefix: str = "", kept: str = "") -> None:
+    """The story of examples/catalog-real/README.md on a NATS cluster, deleted however it ends;
+    with `kept` (what to say), the cluster stays after the story until the demo is interrupted
+    (`muster demo --real --keep`: it was deleted at once, the flag taken and ignored)."""
     prefix = prefix or fresh_prefix()
     await apply_catalog(EventStore(client.nc), tenant, real_catalog(prefix, base_dir, provider=provider), by="demo")
     console.print(f"real catalog loaded: NATS on {provider!r} nodes (prefix {prefix})")
@@ -166,6 +169,9 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         show_members(info, await members_by_node(info), console)
         print_drift(console, info)  # the rest still name the two nodes gone
         await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair the stale configs")
+        if kept:
+            console.print(f"kept running: cluster {info.name}, {kept}; Ctrl-C deletes it and stops everything.")
+            await asyncio.Event().wait()  # until Ctrl-C (or a service dies): the delete below follows
     finally:
         await delete(client, tenant, console, cluster_id)
 

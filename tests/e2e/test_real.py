@@ -400,17 +400,39 @@ async def redis_keeps_its_data_and_its_good_config(real: Real, cluster: str, con
 
 
 @LONG
-def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
+def test_muster_demo_real_shows_what_the_servers_say_and_keeps_its_cluster_until_ctrl_c(tmp_path: Path) -> None:
+    """The whole story, with --keep: the cluster stays, its servers answering, until Ctrl-C, which
+    deletes it (until session 35 --real took --keep and deleted the cluster at once)."""
+    import signal
     import subprocess
     import sys
 
     if system.root_refusal():
         pytest.skip(str(system.root_refusal()))
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
-    done = subprocess.run([sys.executable, "-m", "muster", "demo", "--real", "--data-dir", str(tmp_path / "data")],
-                          capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=800)
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
+    lines: list[str] = []
+    with subprocess.Popen([sys.executable, "-m", "muster", "demo", "--real", "--keep", "--data-dir", str(tmp_path / "data")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**env, "COLUMNS": "160"},
+                          cwd=tmp_path) as demo:
+        try:
+            assert demo.stdout is not None
+            for line in demo.stdout:  # up to the word that it keeps the cluster: it then waits for Ctrl-C
+                lines.append(line)
+                if line.startswith("kept running: "):
+                    break
+            said = "".join(lines)
+            assert lines and lines[-1].startswith("kept running: cluster nats-"), said
+            prefix = said.split("(prefix ")[1].split(")")[0]
+            assert f"export MUSTER_DATA_DIR={(tmp_path / 'data').resolve()}" in lines[-1] and "Ctrl-C deletes it" in lines[-1]
+            assert len(list(Path("/run/netns").glob(f"{prefix}-*"))) == 3 and demo.poll() is None  # kept, and the demo waits
+            demo.send_signal(signal.SIGINT)
+            lines.extend(demo.stdout)
+            assert demo.wait(timeout=300) == 0, "".join(lines)
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+    out = "".join(lines)
     assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
     rows = [line for line in out.splitlines() if "nats running" in line]
     # (in a pipe the table is plain columns two spaces apart: muster.tables; the fourth, members seen)
@@ -425,8 +447,7 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     assert len(stale) == 3 + 3 and re.search(r"repair the stale configs: job \S+ succeeded", out), out  # after the expand, the shrink
     assert re.search(r"repair: job \S+ succeeded", out) and re.search(r"shrink to 3: job \S+ succeeded", out)
     assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
-    assert "Traceback" not in out + done.stderr
-    prefix = out.split("(prefix ")[1].split(")")[0]
+    assert "Traceback" not in out
     assert not list(Path("/run/netns").glob(f"{prefix}-*")) and not list(Path("/sys/class/net").glob(f"{prefix}-*"))
 
 

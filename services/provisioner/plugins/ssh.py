@@ -73,11 +73,19 @@ def resolve_key_path(identityfile: str, key_dir: Path) -> Path:
     return resolved
 
 
-def load_private_key(path: Path) -> asyncssh.SSHKey:
+KEY_MADE_FOR_THE_NODE = ("a key its provider made for the node is kept by the provisioner that made it (its work dir's keys/); "
+                         "a localhost node's goes with that process: after a restart the node is gone, and `muster cluster "
+                         "delete` removes what is left")
+"""Said of a relative `identityfile` that is missing: the check of a `local` cluster after `muster up`
+restarted said only `does not exist on this provisioner`."""
+
+
+def load_private_key(path: Path, *, made_for_the_node: bool = False) -> asyncssh.SSHKey:
     try:
         return asyncssh.read_private_key(path)
     except FileNotFoundError:
-        raise SshError(f"ssh client key {path} does not exist on this provisioner") from None
+        why = f" ({KEY_MADE_FOR_THE_NODE})" if made_for_the_node else ""
+        raise SshError(f"ssh client key {path} does not exist on this provisioner{why}") from None
     except (OSError, asyncssh.KeyImportError) as err:
         raise SshError(f"cannot read ssh client key {path}: {err}") from None
 
@@ -133,7 +141,8 @@ def target_from_results(
             f"no ssh_host_keys for {host}:{port} in the node's results: the host key is unknown, so "
             "the connection is refused (it is recorded by the provider's confirm)", permanent=True,
         )
-    key = load_private_key(resolve_key_path(str(auth["identityfile"]), key_dir))
+    identityfile = str(auth["identityfile"])
+    key = load_private_key(resolve_key_path(identityfile, key_dir), made_for_the_node=not Path(identityfile).is_absolute())
     return SshTarget(host=host, port=port, user=user, client_key=key, host_keys=host_keys)
 
 

@@ -105,6 +105,7 @@ async def test_a_client_key_the_node_refuses_is_retried(registry: PluginRegistry
     lost = {**node.results["ssh-auth"], "identityfile": "not-here"}  # a key this provisioner lacks: another may hold it
     out = await registry.execute(service_task(node.model_copy(update={"results": {**node.results, "ssh-auth": lost}}), "install", "true"))
     assert not out.ok and not out.permanent and "does not exist on this provisioner" in out.error, out.error
+    assert "a localhost node's goes with that process: after a restart the node is gone, and `muster cluster delete`" in out.error
 
 
 async def test_wrong_host_key_is_refused(registry: PluginRegistry, localhost_node: NodeFactory) -> None:

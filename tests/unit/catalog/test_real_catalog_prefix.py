@@ -47,6 +47,20 @@ def test_a_prefix_the_namespaces_provider_cannot_use_is_refused_when_the_catalog
                           "a sweep of one prefix leaves others alone)"] if prefix else []), (prefix, errors)
 
 
+def test_a_range_the_namespaces_provider_cannot_use_is_refused_when_the_catalog_is_applied() -> None:
+    """A `network` that is no IPv4 range, or one smaller than the /24 a bridge takes, was accepted,
+    and every create on the provider then failed (permanently, `invalid address range ...`)."""
+    catalog = load_sources([REAL_CATALOG / "catalog.yaml"]).catalog
+    for network, ok in (("10.213.0.0/33", False), ("10.213.0.0/25", False), ("10.213.0.0", False), ("lots", False),
+                        ("10.214.0.0/16", True), ("10.9.8.0/24", True), ("10.0.0.0/8", True)):
+        catalog.providers["ns"].provisioner["network"] = network
+        errors = [str(p) for p in validate_catalog(catalog, catalog_plugins()) if p.is_error]
+        assert (errors == []) == ok, (network, errors)
+        if not ok:
+            assert errors[0].startswith(f"provider 'ns', field provisioner.network: {network!r} is not of the form "), errors
+            assert "an IPv4 range of /24 or more, 10.213.0.0/16" in errors[0]
+
+
 @pytest.mark.parametrize(("field", "said"), [
     ({"label": "n", "type": "number", "pattern": "[0-9]+"}, "'pattern' is only for text fields"),
     ({"label": "p", "pattern": "[a-z"}, "'pattern' is not a regular expression"),

@@ -58,7 +58,7 @@ def test_a_catalog_the_log_refuses_is_bad_input_naming_the_problem(tmp_path: Pat
     monkeypatch.setattr(cli, "apply_catalog", refuse)
     monkeypatch.setattr(cli, "EventStore", lambda nc: None)
     with pytest.raises(CliError) as raised:
-        asyncio.run(cli._load_catalog(Client(), "default", cli.DEMO_CATALOG))  # type: ignore[arg-type]
+        asyncio.run(cli._load_catalog(Client(), "default", cli.read_catalog(cli.DEMO_CATALOG), cli.DEMO_CATALOG))  # type: ignore[arg-type]
     assert raised.value.exit_code == EXIT_INVALID
     assert str(raised.value).startswith("catalog not applied: 1 error; first: ")
     assert "requires 'base'" in str(raised.value) and f"`muster catalog validate {cli.DEMO_CATALOG}` lists every problem" in str(raised.value)

@@ -105,25 +105,35 @@ class NamespacesProvider(ProviderPlugin):
         name = ctx.providerid
         if not name or not _ID.match(name):
             return failed(f"confirm: node {ctx.node.id} has no namespace id (its create did not succeed)")
-        holder = rootfs.find_holder(name)
-        if holder is None:
-            return failed(f"confirm: namespace node {name} does not exist on this machine (deleted, or made on another machine)")
+        holder, restarted = rootfs.find_holder(name), ""
+        directory = self._base_dir(ctx) / name
+        if holder is None and not (Path("/run/netns", name).exists() and _made_by(directory)[0] == _owner(ctx)):
+            return failed(f"confirm: namespace node {name} does not exist on this machine (deleted, the machine restarted, "
+                          "or made on another machine)")
         # The provider owns the node: a link taken down and an sshd that died (a repair's confirm,
         # docs/plugins.md) are brought back, the sshd with the node's own files, so its host key
         # stays the recorded one. (A link left down failed every repair: sshd ran, unreachable.)
         try:
+            if holder is None:
+                # Every process of the node ended, its holder's among them (killed by hand, the OOM
+                # killer), its namespace, veth and directory still here: it comes back as a machine
+                # from a restart, with its disk (the overlays' upper layers, /root, /run) as it was.
+                # (It failed "does not exist on this machine", and each repair rolled back.)
+                netns = system.NetNs(name, name, ipaddress.IPv4Interface(str(ctx.node.ipaddresses.get("access_v4") or "0.0.0.0")))
+                holder = (await rootfs.start_node(netns, _hostname(ctx), directory)).holder
+                restarted = f"its processes had all ended: set up its file system and hostname again (pid {holder}); "
             raised = await system.raise_links(name, name, system.object_name(name.split("-", 1)[0], "br", interface=True))
-            revived = await rootfs.revive_sshd(name, holder, self._base_dir(ctx) / name,
+            revived = await rootfs.revive_sshd(name, holder, directory,
                                                timeout=min(float(ctx.fields.get("sshd_timeout_s") or 15), ctx.remaining()))
         except (system.SystemCommandError, OSError) as err:
-            return failed(f"confirm: node {ctx.node.id}: its link or its sshd was down and did not come back: {err}")
+            return failed(f"confirm: node {ctx.node.id}: its file system, its link or its sshd was down and did not come back: {err}")
         timeout = max(0.001, min(float(ctx.fields.get("connect_timeout_s") or 10), ctx.remaining()))
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir)
             probe = await login_probe(target, "hostname", timeout)
         except SshError as err:
             return failed(f"confirm: {err}", permanent=err.permanent)
-        again = f"its link was down: set up {', '.join(raised)}; " if raised else ""
+        again = restarted + (f"its link was down: set up {', '.join(raised)}; " if raised else "")
         again += f"its sshd was not running: started it again (pid {revived}); " if revived is not None else ""
         return succeeded(
             {"ssh_host_keys": dict(ctx.results.get("ssh_host_keys") or {})},
