@@ -208,13 +208,17 @@ def load_sources(paths: Sequence[str | Path]) -> LoadedCatalog:
 
 def load_catalog(root: str | Path) -> Catalog:
     """A folder with providers/, hardwaretypes/, imagetypes/, services/, clustertemplates/
-    (and optionally partialtemplates/), one JSON or YAML file per entity. Raises
-    CatalogFileError (file and field) at the first problem."""
+    (and optionally partialtemplates/), one JSON or YAML file per entity, or one file of
+    entities, as `muster catalog apply` reads them (`muster solve --catalog
+    examples/catalog-real/catalog.yaml` said "not a catalog folder"). Raises CatalogFileError
+    (file and field) at the first problem; a folder that holds only such files names one."""
     root = Path(root)
-    if not root.is_dir():
-        raise CatalogFileError(f"{root}: not a catalog folder")
+    if not root.exists():
+        raise CatalogFileError(f"{root}: no such catalog folder or file")
     loaded = load_sources([root])
     errors = [p for p in loaded.problems if p.is_error]
-    if errors:
-        raise CatalogFileError(str(errors[0]))
-    return loaded.catalog
+    if not errors:
+        return loaded.catalog
+    files = sorted(f.name for f in root.iterdir() if f.is_file() and f.suffix in SUFFIXES) if root.is_dir() else []
+    hint = f"; a file of entities is read too: {root / files[0]}" if files and "not a catalog folder" in str(errors[0]) else ""
+    raise CatalogFileError(f"{errors[0]}{hint}")

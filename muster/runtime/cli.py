@@ -24,7 +24,7 @@ from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import DataDirBusy, ServerError
-from muster.catalog.files import SUFFIXES, CatalogFileError, load_sources
+from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, run, translates
@@ -63,13 +63,11 @@ def read_catalog(path: Path) -> Catalog:
     """`--catalog`: a Coopr folder or a file of entities (YAML or JSON), as `muster catalog apply`
     reads them, read before anything starts (a folder holding only catalog.yaml, such as
     examples/catalog-real, was refused once every process had started, and the deployment stopped)."""
-    loaded = load_sources([path])
-    errors = [p for p in loaded.problems if p.is_error]
-    if not errors:
-        return loaded.catalog
-    files = sorted(f.name for f in path.iterdir() if f.is_file() and f.suffix in SUFFIXES) if path.is_dir() else []
-    hint = f"; a file of entities is read too: --catalog {path / files[0]}" if files and "not a catalog folder" in str(errors[0]) else ""
-    raise CliError(f"{errors[0]}{hint} (`muster catalog validate {path}` lists every problem)", EXIT_INVALID)
+    try:
+        return load_catalog(path)
+    except CatalogFileError as err:
+        raise CliError(f"{str(err).replace('is read too: ', 'is read too: --catalog ')} (`muster catalog validate {path}` "
+                       "lists every problem)", EXIT_INVALID) from None
 
 
 async def _load_catalog(client: MusterClient, tenant: str, catalog: Catalog, source: Path) -> int:

@@ -40,7 +40,8 @@ class Invalid(ValueError):
 
 
 @click.command("plan")
-@click.option("--catalog", "catalog_dir", help="Catalog folder in Coopr's format.")
+@click.option("--catalog", "catalog_dir", metavar="PATH",
+              help="Catalog folder in Coopr's format, or a YAML or JSON file of entities (as `muster catalog apply` reads).")
 @click.option("--template", help="Cluster template name (must exist in the catalog).")
 @click.option("--nodes-file", help='JSON {"nodes": [{"id", "hardwaretype", "imagetype", "services"}]}, or the layout '
               '`muster solve` prints (nodes numbered from n1000, as the planner numbers them).')

@@ -45,7 +45,8 @@ def _read_layout(path: str, what: str = "the existing cluster") -> Layout:
 
 
 @click.command()
-@click.option("--catalog", "catalog_dir", required=True, metavar="DIR", help="Coopr-format catalog folder.")
+@click.option("--catalog", "catalog_dir", required=True, metavar="PATH",
+              help="Coopr-format catalog folder, or a YAML or JSON file of entities (as `muster catalog apply` reads).")
 @click.option("--template", required=True, metavar="NAME", help="Cluster template.")
 @click.option("--nodes", required=True, type=int, metavar="N", help="Node count of the cluster after the operation.")
 @click.option("--services", default=None, metavar="a,b,...", help="Services (default: the template's).")

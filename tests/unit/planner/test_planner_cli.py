@@ -160,7 +160,7 @@ def test_bad_nodes_files_are_invalid(tmp_path: Path, content: str, message: str)
 def test_missing_files_and_options_are_invalid(tmp_path: Path) -> None:
     assert plan("create", nodes=str(tmp_path / "absent.json"))[0] == 2
     code, out = run("--catalog", str(tmp_path / "absent"), "--template", "hadoop", "--nodes-file", NODES, "--operation", "create")
-    assert code == 2 and "not a catalog folder" in out["error"]["message"]
+    assert code == 2 and "no such catalog folder or file" in out["error"]["message"]
     code, out = run("--catalog", CATALOG, "--operation", "create")
     assert code == 2 and out["error"]["message"] == "--template, --nodes-file are required"
 

@@ -69,7 +69,7 @@ def test_invalid_requests_exit_2(args: list[str], message: str) -> None:
 
 def test_bad_catalog_folder_is_invalid(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["solve", "--catalog", str(tmp_path / "none"), "--template", "t", "--nodes", "1"])
-    assert answer(result, 2)["error"] == {"kind": "invalid", "message": f"{tmp_path / 'none'}: not a catalog folder"}
+    assert answer(result, 2)["error"] == {"kind": "invalid", "message": f"{tmp_path / 'none'}: no such catalog folder or file"}
 
 
 def test_broken_catalog_file_is_invalid(tmp_path: Path) -> None:
@@ -165,3 +165,15 @@ def test_an_unreadable_excluded_layout_is_named(tmp_path: Path) -> None:
     bad.write_text('{"nodes": "many"}')
     error = answer(run("--nodes", "5", "--exclude", str(bad)), 2)["error"]
     assert error["kind"] == "invalid" and error["message"].startswith(f"{bad}: not a layout")
+
+
+def test_a_file_of_entities_is_read_as_catalog_apply_reads_it() -> None:
+    """`muster solve --catalog examples/catalog-real/catalog.yaml` said "not a catalog folder" (session 35's
+    walk through the real catalog's README); its folder, which holds only that file, is refused naming it."""
+    real = Path(__file__).resolve().parents[3] / "examples" / "catalog-real"
+    result = CliRunner().invoke(main, ["solve", "--catalog", str(real / "catalog.yaml"), "--template", "nats-cluster", "--nodes", "3"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["nodes"] == 3
+    folder = CliRunner().invoke(main, ["solve", "--catalog", str(real), "--template", "nats-cluster", "--nodes", "3"])
+    message = answer(folder, 2)["error"]["message"]
+    assert "not a catalog folder" in message and f"a file of entities is read too: {real / 'catalog.yaml'}" in message
