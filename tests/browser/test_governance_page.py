@@ -97,7 +97,9 @@ def test_the_requester_is_not_offered_approve_and_told_who_decides(muster: Muste
         # A form posted with approve anyway (an old page, a crafted request): still refused, in words.
         page.get_by_test_id("reject").evaluate("button => { button.value = 'approve'; }")
         page.get_by_test_id("reject").click()
-        expect(page.get_by_test_id("decision-said")).to_contain_text(f"{asker} asked for the job and may not approve it")
+        expect(page.get_by_test_id("decision-said")).to_have_text(
+            f"refused: {asker} may not approve job {made['job_id']}: {asker} asked for it, and not every rule that matched "
+            f"allows self-approval: another principal with approve on its cluster decides ({asker} may reject it)")
         expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
 
         sign_in(page, person(muster, "approver", "approve", "cluster:*"), f"/ui/jobs/{made['job_id']}")
