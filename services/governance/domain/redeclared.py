@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from .rego_text import KEYWORDS, blanked
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-_HEAD_ARGS = re.compile(r"^[ \t]*[A-Za-z_][\w.]*\s*\(([^()]*)\)[^{}\n]*\{?[ \t]*$")
+_HEAD_ARGS = re.compile(r"^[ \t]*[A-Za-z_][\w.]*\s*\(([^()]*)\)[^\n]*\{?[ \t]*$")  # (its value may hold braces: `f(a) := {"k": a} if {`)
 _OPENS = {"{": "}", "[": "]", "(": ")"}
 _SOME = re.compile(r"(?<![\w.])some\b")
 _ELSE = re.compile(r"\s*else\b")
+_CONTINUED = re.compile(r"\s*(?:\}|else\b)")  # `} else := {"k": a} if {`: the rule above goes on
 _EVERY = re.compile(r"\s*every\s+([\w\s,]+?)\s+in\b")
 OPA_WORDS = {"assigned": "var {} assigned above", "declared": "var {} declared above",
              "referenced": "var {} referenced above", "arg": "arg {} redeclared", "every": "var {} declared above"}
@@ -70,8 +71,9 @@ def redeclared(source: str) -> list[tuple[int, str, str, str]]:
         ch, scope = code[i], scopes[-1]
         inside = len(scopes) > 1
         if ch == "{" and not inside:
-            if not _ELSE.match(code, ended, i):
-                head = _HEAD_ARGS.match(code[code.rfind("\n", 0, i) + 1 : i + 1])
+            line = code[code.rfind("\n", 0, i) + 1 : i + 1]
+            if not _ELSE.match(code, ended, i) and not _CONTINUED.match(line):  # a rule of its own
+                head = _HEAD_ARGS.match(line)
                 args = _names(head.group(1)) if head else []
             scopes.append(_Scope(i + 1, dict.fromkeys(args, "arg")))
         elif ch in _OPENS:
@@ -79,7 +81,7 @@ def redeclared(source: str) -> list[tuple[int, str, str, str]]:
             scopes.append(_Scope(i + 1, dict.fromkeys(_names(every.group(1)), "every") if every else {}))
         elif ch in "}])" and inside:
             scopes.pop()
-            ended = i + 1
+            ended = i + 1 if ch == "}" and len(scopes) == 1 else ended  # a body, not an `else`'s value: `else := [a] if {`
         elif ch in "\n;|" and inside:
             _read(code, scope, scope.stmt, i)
             if ch == "|":  # a comprehension's head is read after its body
