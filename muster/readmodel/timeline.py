@@ -197,8 +197,11 @@ def describe(e: Any) -> str:
         case "TasksRecorded":
             return f"{e.count} task records"
         case "ServicesMoved":
-            return "services left: " + "; ".join(f"{c.service} {c.state} on {_some(c.nodes)}" for c in e.changes) \
-                if e.changes else "no service moved"
+            # Where each service is now, as a sentence naming the job (it read `services left: base
+            # running on n1; ...`, no job, and a removal said to be "removed on" its nodes).
+            moved = "; ".join(f"{c.service} {'removed from' if c.state == 'removed' else c.state + ' on'} {_some(c.nodes)}"
+                              for c in e.changes)
+            return f"job {e.job_id[:8]} left {moved}" if e.changes else f"job {e.job_id[:8]} moved no service"
         case "PlanSaved":
             return f"plan {e.plan_id} saved: {e.operation}, {e.tasks} tasks (apply it: muster cluster apply {e.plan_id})"
         case "ClusterNameClaimed":

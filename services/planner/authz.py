@@ -16,6 +16,7 @@ from contracts import subjects
 from contracts.identity import Scope
 from services.auth.domain.authz import may, may_operate, plan_refusal, unmade_tenant
 from services.auth.domain.state import IdentityState
+from services.governance.domain import approvals
 
 from .domain.admission import Refused
 from .domain.job import Job
@@ -45,9 +46,8 @@ class OperationAuthz:
         if ctx.verb == "approve" and known is not None and known.requested_by == principal.id and known.awaiting_approval \
                 and not (known.approval or {}).get("allow_self_approval"):
             # No grant would let it: said before the missing `approve`, whose refusal named a grant to ask for.
-            raise Refused(f"{principal.id} asked for the job and may not approve it (no rule that matched allows "
-                          f"self-approval): another principal with approve on its cluster decides; {principal.id} may "
-                          "reject it", code="forbidden")
+            raise Refused(approvals.not_to_decide(principal.id, "approve", str(job_id), approvals.own_job(principal.id)),
+                          code="forbidden")
         if job_id and cluster_id is None:
             cluster_id = known.cluster_id if known is not None else None
         # A saved plan asks for what its own operation asks, on its own cluster (loaded by now).
@@ -59,6 +59,8 @@ class OperationAuthz:
                 # The plan named the cluster, not the requester: one it may not read is not named
                 # to it (its id, or a grant on it to ask for), as the tracker's reads would not.
                 raise Refused(plan_refusal(principal.id, verb, ctx.tenant), code="forbidden")
+            if ctx.verb in ("approve", "reject") and job_id:  # in the words of a requester's refusal (above)
+                raise Refused(approvals.not_to_decide(principal.id, ctx.verb, job_id, decision.reason), code="forbidden")
             raise Refused(decision.reason, code="forbidden")
 
 

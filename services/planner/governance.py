@@ -326,7 +326,7 @@ class Governance:
         return approvals.refusal(approving=isinstance(cmd, ApproveJob), waiting=job.awaiting_approval,
                                  decided_by=a.get("by") if a.get("decision") else None, expires_at=expires,
                                  allow_self=bool(a.get("allow_self_approval")), requester=job.requested_by, approver=by,
-                                 now=self.clock.now())
+                                 now=self.clock.now(), job_id=str(job.id))
 
     def unchanged(self, job: Job, cluster: Cluster, digest: str) -> str:
         """Why the approved plan cannot run as approved ('' = it can)."""

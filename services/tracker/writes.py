@@ -33,6 +33,7 @@ from muster.catalog.problems import KIND_LABEL
 from muster.catalog.requests import ask_planner
 from muster.client import MusterClient, NoAnswer, RequestRejected
 from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope, plan_refusal
+from services.governance.domain.approvals import not_to_decide
 from services.planner.domain.operations import OPERATIONS
 
 from . import plans
@@ -321,7 +322,9 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     # The auth rule names the cluster by id; its requester knows it by name (as the CLI says it),
     # if it may read it (a plan's cluster was said by name to anyone holding the plan's id).
     name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and reads and cluster_id in reason else ""
-    return in_http_terms(refused(403, f"{verb} refused: {reason}"), None, None, {cluster_id: name} if cluster_id and name else None)
+    # A decision refused is said as the planner says it, whoever asks (a requester's came from it).
+    said = not_to_decide(actor.principal, verb, job_id, reason) if verb in ("approve", "reject") and job_id else f"{verb} refused: {reason}"
+    return in_http_terms(refused(403, said), None, None, {cluster_id: name} if cluster_id and name else None)
 
 
 def _reads(actor: Actor, cluster_id: str) -> bool:

@@ -4,12 +4,20 @@ allows it); the governance page shows the schedules with their next runs and the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from playwright.sync_api import expect
+
+from contracts import subjects
+from contracts.governance import GovernancePut
+from contracts.records import Append
+from muster.bus.connect import connect, read_credentials_file
+from muster.bus.eventstore import EventStore
 
 from .conftest import Muster
 from .test_operate import person, sign_in
@@ -89,7 +97,9 @@ def test_the_requester_is_not_offered_approve_and_told_who_decides(muster: Muste
         # A form posted with approve anyway (an old page, a crafted request): still refused, in words.
         page.get_by_test_id("reject").evaluate("button => { button.value = 'approve'; }")
         page.get_by_test_id("reject").click()
-        expect(page.get_by_test_id("decision-said")).to_contain_text(f"{asker} asked for the job and may not approve it")
+        expect(page.get_by_test_id("decision-said")).to_have_text(
+            f"refused: {asker} may not approve job {made['job_id']}: {asker} asked for it, and not every rule that matched "
+            f"allows self-approval: another principal with approve on its cluster decides ({asker} may reject it)")
         expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
 
         sign_in(page, person(muster, "approver", "approve", "cluster:*"), f"/ui/jobs/{made['job_id']}")
@@ -175,3 +185,50 @@ def test_a_decision_taken_elsewhere_shows_on_the_open_page_and_who_may_not_decid
         expect(page.get_by_test_id("approval-decision")).to_have_text(said)
     finally:
         muster.cli("rule", "delete", "elsewhere", *at)
+
+
+def stored_as_an_older_muster(muster: Muster, name: str, source: str) -> None:
+    """A policy put in the log as a muster before today's checks of `policy apply` wrote it (with
+    the governance service's identity: only it writes governance events)."""
+    async def put() -> None:
+        nc = await connect(muster.nats, name="older-muster", token=read_credentials_file(muster.data_dir / "auth" / "governance.cred"))
+        try:
+            subject = subjects.governance_events("default", "policy", name)
+            await EventStore(nc).append(subject, [Append(GovernancePut(kind="policy", name=name, version=1, by="ada",
+                                                                       entity={"name": name, "source": source}),
+                                                         msg_id=f"{subject}:1")])
+        finally:
+            await nc.close()
+
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API owns this thread's event loop
+        pool.submit(asyncio.run, put()).result(60)
+
+
+def test_a_policy_stored_before_a_check_is_shown_to_deny_everything_with_its_check_and_how_to_end_it(
+        muster: Muster, page: Any) -> None:
+    """Decision 49: a policy the log holds from before a check it now fails denies every operation
+    it judges. `muster policy list` warned; the console's governance page listed it as any other
+    (session 34). It says so at its top and at the policy: which, its version, the check with its
+    line, and the command that deletes it."""
+    at = ["--data-dir", str(muster.data_dir)]
+    unbound = 'package muster.lim\nimport rego.v1\n\ndeny contains "too big" if {\n  input.request.nodes > limit\n}\n'
+    stored_as_an_older_muster(muster, "lim", unbound)
+    try:
+        page.goto("/ui/governance")
+        top = page.get_by_test_id("policies-failing")
+        expect(top).to_contain_text("1 policy denies every operation it judges (fail closed)")
+        line = top.get_by_test_id("policy-failing")
+        expect(line).to_contain_text("lim version 1: (line 5) reads limit, which no rule")
+        expect(line).to_contain_text("delete it: muster policy delete lim")
+        expect(line.locator("code").filter(has_text="muster policy delete lim")).to_have_count(1)
+        checks = page.get_by_test_id("policy-checks")
+        expect(checks).to_be_visible()  # its details opened
+        expect(checks).to_contain_text("(line 5) reads limit")
+        expect(checks).to_contain_text("until it is applied again corrected or deleted (muster policy delete lim)")
+        # What the CLI's list warns of, in the same words.
+        said = muster.cli("policy", "list", *at)
+        assert "warning: policy 'lim' (version 1) fails a check `muster policy apply` makes now: (line 5) reads `limit`" in said.stderr
+    finally:
+        muster.cli("policy", "delete", "lim", *at)
+    page.reload()
+    expect(page.get_by_test_id("policies-failing")).to_have_count(0)

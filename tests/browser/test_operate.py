@@ -202,10 +202,20 @@ def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: M
     delete = page.get_by_test_id("op-delete")
     preview = delete.get_by_role("button", name="Preview")
     expect(preview).to_be_disabled()
-    delete.get_by_label(re.compile("^Type the cluster's name")).fill("made-her")
+    confirm = delete.get_by_label(re.compile("^Type the cluster's name"))
+    confirm.fill("made-her")
     expect(preview).to_be_disabled()
-    delete.get_by_label(re.compile("^Type the cluster's name")).press("e")
+    # Enter with another name typed did nothing visible (session 34): it says so, at the field,
+    # and the focus stays there; nothing is sent.
+    here = page.url
+    confirm.press("Enter")
+    expect(delete.get_by_test_id("error-confirm")).to_have_text("'made-her' does not match the cluster's name, made-here: nothing is deleted")
+    expect(confirm).to_be_focused()
+    expect(confirm).to_have_accessible_description(re.compile("does not match the cluster's name"))
+    assert page.url == here and log_of(muster) == before
+    confirm.press("e")
     expect(preview).to_be_enabled()
+    expect(delete.get_by_test_id("error-confirm")).to_be_hidden()
 
 
 def test_several_mistakes_are_each_refused_at_their_field_in_one_preview(muster: Muster, page: Any) -> None:

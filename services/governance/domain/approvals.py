@@ -8,7 +8,9 @@ bounds the wait, and self-approval is allowed only when every matching rule allo
 
 Who may decide is checked by the planner with the identities (`approve` on the job, which a
 grant on its cluster or tenant covers; an approver of another tenant never can): `refusal`
-adds what only governance knows.
+adds what only governance knows. A decision refused for who asks is said in one sentence,
+`not_to_decide`, whoever asks and wherever (the bus's answer, the API's 403, the CLI, the
+console): until session 35 a requester and a user without the grant were told in two shapes.
 """
 
 from __future__ import annotations
@@ -62,8 +64,20 @@ def wait_for(rules: Iterable[ApprovalRule], request: Request, now: datetime) -> 
                 all(r.allow_self_approval for r in matched))
 
 
+def not_to_decide(who: str, verb: str, job_id: str, why: str) -> str:
+    """`<who> may not approve job <id>: <why>`: a decision refused for who asks, the same
+    sentence whether it asked for the job or lacks the grant."""
+    return f"{who} may not {verb} job {job_id}: {why}"
+
+
+def own_job(who: str) -> str:
+    """Why a requester may not approve its own job (no grant would help: not a grant to ask for)."""
+    return (f"{who} asked for it, and not every rule that matched allows self-approval: another principal with "
+            f"approve on its cluster decides ({who} may reject it)")
+
+
 def refusal(*, approving: bool, waiting: bool, decided_by: str | None, expires_at: datetime | None, allow_self: bool,
-            requester: str, approver: str, now: datetime) -> str:
+            requester: str, approver: str, now: datetime, job_id: str = "") -> str:
     """Why `approver` may not approve (or reject) now ('' = it may), beyond its `approve`
     permission. A requester may always reject its own job (it would cancel it anyway)."""
     if decided_by is not None:
@@ -73,5 +87,5 @@ def refusal(*, approving: bool, waiting: bool, decided_by: str | None, expires_a
     if not waiting:
         return "the job is not waiting for approval"
     if approving and approver == requester and not allow_self:
-        return f"{approver} asked for the job and may not approve it (no rule that matched allows self-approval)"
+        return not_to_decide(approver, "approve", job_id or "?", own_job(approver))
     return ""

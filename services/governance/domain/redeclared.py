@@ -10,7 +10,11 @@ as OPA does, naming the line (`bindings.mistakes`).
 Each bracket is a scope, as OPA's are: a comprehension may declare a name again (OPA looks for
 an earlier declaration in the innermost scope only), and what is read inside a nested bracket
 or before a comprehension's `|` (its head is read after its body) does not count as read.
-Statements end at a newline or `;` of their own scope.
+Statements end at a newline or `;` of their own scope. OPA gives each `else` body of a function
+its arguments as its first body has them (`arg x redeclared`), and an `every` body a scope of
+its own that has `every`'s names (`every k, v in xs { v := 1 }`: `var v declared above`); until
+session 35 neither was checked (an `else` body started with no arguments, an `every` body with
+none of its names).
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from dataclasses import dataclass, field
 from .rego_text import KEYWORDS, blanked
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-_HEAD_ARGS = re.compile(r"^[ \t]*[A-Za-z_][\w.]*\s*\(([^()]*)\)[^{}\n]*\{?[ \t]*$")
+_HEAD_ARGS = re.compile(r"^[ \t]*[A-Za-z_][\w.]*\s*\(([^()]*)\)[^\n]*\{?[ \t]*$")  # (its value may hold braces: `f(a) := {"k": a} if {`)
 _OPENS = {"{": "}", "[": "]", "(": ")"}
 _SOME = re.compile(r"(?<![\w.])some\b")
+_ELSE = re.compile(r"\s*else\b")
+_CONTINUED = re.compile(r"\s*(?:\}|else\b)")  # `} else := {"k": a} if {`: the rule above goes on
+_EVERY = re.compile(r"\s*every\s+([\w\s,]+?)\s+in\b")
 OPA_WORDS = {"assigned": "var {} assigned above", "declared": "var {} declared above",
-             "referenced": "var {} referenced above", "arg": "arg {} redeclared"}
+             "referenced": "var {} referenced above", "arg": "arg {} redeclared", "every": "var {} declared above"}
 
 
 @dataclass
@@ -33,7 +40,7 @@ class _Scope:
     stmt: int
     """Where the statement being read in it starts."""
     known: dict[str, str] = field(default_factory=dict)
-    """name -> how this scope has it already: assigned, declared (`some`), referenced, arg."""
+    """name -> how this scope has it already: assigned, declared (`some`), referenced, arg, every."""
 
 
 def _names(text: str) -> list[str]:
@@ -58,14 +65,23 @@ def redeclared(source: str) -> list[tuple[int, str, str, str]]:
             scopes[-1].known.setdefault(name, how)
 
     i = 0
+    args: list[str] = []  # the arguments of the function whose bodies are being read (its `else`s have them)
+    ended = 0  # where the last rule body ended (an `else` follows it)
     while i < len(code):
         ch, scope = code[i], scopes[-1]
         inside = len(scopes) > 1
-        if ch in _OPENS:
-            head = _HEAD_ARGS.match(code[code.rfind("\n", 0, i) + 1 : i + 1]) if ch == "{" and not inside else None
-            scopes.append(_Scope(i + 1, {n: "arg" for n in _names(head.group(1))} if head else {}))
+        if ch == "{" and not inside:
+            line = code[code.rfind("\n", 0, i) + 1 : i + 1]
+            if not _ELSE.match(code, ended, i) and not _CONTINUED.match(line):  # a rule of its own
+                head = _HEAD_ARGS.match(line)
+                args = _names(head.group(1)) if head else []
+            scopes.append(_Scope(i + 1, dict.fromkeys(args, "arg")))
+        elif ch in _OPENS:
+            every = _EVERY.match(code[scope.stmt:i]) if ch == "{" else None
+            scopes.append(_Scope(i + 1, dict.fromkeys(_names(every.group(1)), "every") if every else {}))
         elif ch in "}])" and inside:
             scopes.pop()
+            ended = i + 1 if ch == "}" and len(scopes) == 1 else ended  # a body, not an `else`'s value: `else := [a] if {`
         elif ch in "\n;|" and inside:
             _read(code, scope, scope.stmt, i)
             if ch == "|":  # a comprehension's head is read after its body
@@ -87,7 +103,7 @@ def redeclared(source: str) -> list[tuple[int, str, str, str]]:
 def mistakes(name: str, source: str) -> list[str]:
     """Each, as `policy apply` refuses it."""
     before = {"assigned": "assigned it above", "declared": "declared it (`some`) above", "referenced": "read it above",
-              "arg": "has it as an argument"}
+              "arg": "has it as an argument", "every": "has it as a name of its `every`"}
     return [f"policy {name!r} (line {line}) declares `{var}` with `{op}` where its rule body {before[how]} (OPA refuses "
             f"it: {OPA_WORDS[how].format(var)}): give it another name, or compare with `==`" for line, var, how, op in redeclared(source)]
 

@@ -204,8 +204,9 @@ def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, An
         if not body["service"]:
             errors["service"] = "pick the service to upgrade"
     elif op == "delete":
-        if _one(form, "confirm") != cluster_name:
-            errors["confirm"] = f"type the cluster's name, {cluster_name}, to confirm"
+        if (typed := _one(form, "confirm")) != cluster_name:  # forms.js says the same before sending
+            errors["confirm"] = (f"'{typed}' does not match the cluster's name, {cluster_name}: nothing is deleted"
+                                 if typed else f"type the cluster's name, {cluster_name}, to confirm")
         return None, errors
     else:
         errors["op"] = f"{op[:40]!r} is not an operation the console offers"

@@ -2,6 +2,10 @@
 approval from its page (the plan is the page's task graph), and the tenant's schedules (with
 their last and next runs), approval rules, policies, subscriptions and denied requests.
 
+A policy stored before a check `muster policy apply` makes now denies every operation it judges
+(decision 49): the page says which, at its top and at the policy, with the checks it fails and
+the command that deletes it (`muster policy list` warns in the same words).
+
 A decision is the same request `muster job approve|reject` sends (Check: `approve --dry-run`), on a connection opened with
 the signed-in person's own token (decision 17, as job control); the planner checks the
 `approve` permission and says why when it refuses.
@@ -9,6 +13,7 @@ the signed-in person's own token (decision 17, as job control); the planner chec
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -19,6 +24,7 @@ from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
 from muster.readmodel.cost import rate, unpriced
 from services.auth.domain.authz import may_see_schedule
+from services.governance.domain import stored
 
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
@@ -42,7 +48,22 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
         return render(request, "governance.html", viewer, partial=f"muster grant {viewer.name} read --scope tenant",
                       schedule=mine, rule=[], policy=[], subscription=[], denied=[])
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
+    lists["policy"] = [{**p, "failing": failing(p)} for p in lists["policy"]]
     return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20), **lists)
+
+
+def failing(item: dict[str, Any]) -> list[str]:
+    """The checks of `policy apply` a stored policy fails (none: it is judged as written), each
+    without the policy's name, which the page says beside it."""
+    name, version = str(item["name"]), int(item["version"])
+    return [f.removeprefix(f"policy {name!r} ") for f in _failed(name, version, str(item["entity"].get("source", "")))]
+
+
+@functools.lru_cache(maxsize=256)
+def _failed(name: str, version: int, source: str) -> tuple[str, ...]:
+    # Compiled once per version (rego-cpp, as the planner's policy child and `policy list` do).
+    compiled, found = stored.problems(name, source, version)
+    return () if compiled is not None else tuple(found) or ("no longer compiles",)
 
 
 

@@ -199,7 +199,7 @@ async def test_an_approver_in_another_tenant_cannot_approve(planned: People) -> 
     assert other["type"] == "Rejected" and "unknown job" in other["reason"], other
     own = await operate(planned, "uma", ApproveJob(job_id=job))
     # the reason alone: each client says which verb was refused ("approve rejected: approve refused: ..." before)
-    assert own["type"] == "Rejected" and own["reason"].startswith("uma asked for the job and may not approve it"), own  # it holds `approve`
+    assert own["type"] == "Rejected" and own["reason"].startswith(f"uma may not approve job {job}: uma asked for it"), own  # it holds `approve`
     ok = await operate(planned, "apo", ApproveJob(job_id=job, comment="fine"))
     assert ok["type"] == "Accepted", ok
     again = await operate(planned, "apo", ApproveJob(job_id=job))
@@ -238,7 +238,7 @@ async def test_approve_over_http_with_a_token_and_never_from_another_site(planne
         assert status == 403 and "CSRF" in body["error"]["message"]
         http.session.cookie_jar.clear()
         status, body = await post("uma", f"/v1/jobs/{job}/approve")  # the requester, which holds `approve` too
-        assert status == 403 and "may not approve it" in body["error"]["message"], body
+        assert status == 403 and f"uma may not approve job {job}: uma asked for it" in body["error"]["message"], body
         status, body = await post("apo", f"/v1/jobs/{job}/approve")
         assert status == 202 and body["job_id"] == job, body
         approved = [r.event for r in await store.read(subjects.job_events("a", job)) if r.type == "JobApproved"]
@@ -264,11 +264,35 @@ async def test_a_requester_without_approve_rejects_its_own_job_over_http(planned
         # Why it may not, not a grant to ask for that would not help (it said `rex has no approve
         # permission ... (a tenant admin can give it: muster grant rex approve ...)`).
         said = body["error"]["message"]
-        assert status == 403 and "rex asked for the job and may not approve it" in said and "muster grant" not in said, body
+        assert status == 403 and said.startswith(f"rex may not approve job {job}: rex asked for it") and "muster grant" not in said, body
         status, body = await post("rex", "reject")
         assert status == 202 and body["job_id"] == job, body
         rejected = [r.event for r in await store.read(subjects.job_events("a", job)) if r.type == "JobRejected"]
         assert [(e.by, e.comment) for e in rejected] == [("rex", "changed my mind")]
+
+
+async def test_an_approval_refused_for_who_asks_is_one_sentence_on_the_bus_over_http_and_in_the_cli(planned: People) -> None:
+    """Session 34: the requester approving its own job and a user without `approve` were refused
+    in two shapes (`uma asked for the job and may not approve it ...` from the planner; `approve
+    refused: rex has no approve permission ...` from the tracker's own check over HTTP). Now
+    `<who> may not approve job <id>: <why>` for both, the same words on every surface."""
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "uma", CreateCluster(name="oneword", template="hadoop-small", nodes=3))
+    job = waiting["job_id"]
+    why = {"uma": "uma asked for it, and not every rule that matched allows self-approval: another principal with approve "
+                  "on its cluster decides (uma may reject it)",
+           "rex": f"rex has no approve permission on job {job} of tenant a (a tenant admin can give it: muster grant rex "
+                  f"approve --scope cluster:{waiting['cluster_id']})"}
+    async with tracker_http(planned) as (http, _):
+        for who, reason in why.items():
+            sentence = f"{who} may not approve job {job}: {reason}"
+            bus = await operate(planned, who, ApproveJob(job_id=job))
+            assert bus["type"] == "Rejected" and bus["reason"] == sentence, bus
+            async with http.post(f"/v1/jobs/{job}/approve", json={}, headers={"Authorization": f"Bearer {planned.tokens[who]}"}) as resp:
+                body = await resp.json()
+            assert resp.status == 403 and body["error"]["message"] == sentence, body
+            code, _, err = await muster(planned.authed, "job", "approve", job, token=planned.tokens[who])
+            assert code != 0 and f"approve rejected: {sentence}" in err, err
 
 
 async def test_a_tenant_admin_types_governance_commands_without_tenant(served: People) -> None:

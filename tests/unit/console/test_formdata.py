@@ -61,7 +61,8 @@ def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str,
     ("upgrade", [("service", "base")], {"service": "base"}, {}),
     ("repair", [("rolling", "1")], {"rolling": {"batch": 1, "tolerance": 0}}, {}),  # as `repair --rolling 1`
     ("delete", [("confirm", "c1")], None, {}),
-    ("delete", [("confirm", "C1")], None, {"confirm": "type the cluster's name, c1, to confirm"}),
+    ("delete", [("confirm", "C1")], None, {"confirm": "'C1' does not match the cluster's name, c1: nothing is deleted"}),
+    ("delete", [("confirm", "")], None, {"confirm": "type the cluster's name, c1, to confirm"}),
 ])
 def test_cluster_operations_forms(op: str, pairs: list[tuple[str, str]], expected: Any, errors: dict[str, str]) -> None:
     body, found = operation_body(op, _form(pairs), "c1")

@@ -49,6 +49,48 @@ def test_a_functions_argument_assigned_in_its_body_is_refused_with_its_line() ->
                                   "(OPA refuses it: arg x redeclared)"), problems
 
 
+@pytest.mark.parametrize(("body", "line", "var", "before", "opa"), [
+    ('f(a) := 1 if {\n  a > 1\n} else := 2 if {\n  a := 3\n}\n', 7, "a", "has it as an argument", "arg a redeclared"),
+    ('f(a) := 1 if { a > 1 } else := 2 if { true } else := 3 if { a := 3 }\n', 4, "a", "has it as an argument",
+     "arg a redeclared"),
+    ('f(a) := 1 if {\n  a > 1\n}\nelse := 2 if {\n  some a in input.layout\n}\n', 8, "a", "has it as an argument",
+     "arg a redeclared"),
+    ('f(a) := [1] if {\n  a > 1\n} else := [2, {"k": 3}] if {\n  a := 3\n}\n', 7, "a", "has it as an argument",
+     "arg a redeclared"),
+    ('f(a) := {"k": 1} if {\n  a > 1\n} else := {"k": 2} if {\n  a := 3\n}\n', 7, "a", "has it as an argument",
+     "arg a redeclared"),
+    ('deny contains "m" if {\n  every k, v in input.layout {\n    v := 1\n  }\n}\n', 6, "v",
+     "has it as a name of its `every`", "var v declared above"),
+    ('deny contains "m" if {\n  every n in input.layout { n := 1 }\n}\n', 5, "n", "has it as a name of its `every`",
+     "var n declared above"),
+    ('deny contains "m" if {\n  every n in input.layout {\n    some n in input.layout\n  }\n}\n', 6, "n",
+     "has it as a name of its `every`", "var n declared above"),
+])
+def test_an_else_body_has_its_functions_arguments_and_an_every_body_its_names(
+        body: str, line: int, var: str, before: str, opa: str) -> None:
+    """Session 35: OPA gives each `else` body of a function the function's arguments, and an
+    `every` body `every`'s names (compile.go: `rewriteLocalVars` copies the arguments' scope into
+    each else branch; `rewriteEveryStatement` declares key and value in the body's scope). The
+    check gave an `else` body no arguments and an `every` body none of its names: rego-cpp refused
+    these without a word, and `policy apply` said no more than that."""
+    problems = put(body)
+    assert f"policy 'p' (line {line}) declares `{var}` with " in problems[-1], problems
+    assert f"where its rule body {before} (OPA refuses it: {opa})" in problems[-1], problems
+
+
+@pytest.mark.parametrize("body", [
+    'deny contains msg if {\n  every g in input.layout {\n    x := 1\n    x > 0\n  }\n  x := 2\n  msg := sprintf("%v", [x])\n}\n',
+    'deny contains msg if {\n  x := 1\n  every g in input.layout {\n    x := g.count\n    x > 0\n  }\n  msg := sprintf("%v", [x])\n}\n',
+    'f(a) := b if {\n  b := a\n  b > 1\n} else := b if {\n  b := 2\n  a > 0\n}\n\ndeny contains "m" if f(input.request.nodes) == 2\n',
+    'r := 1 if {\n  x := input.request.nodes\n  x > 1\n}\n\nf(a) := 2 if { a > 0 }\n\ndeny contains "m" if {\n  a := r\n  f(a) == 2\n}\n',
+])
+def test_the_scopes_opa_gives_else_and_every_are_not_refused(body: str) -> None:
+    """An `every` body is a scope: a name of the rule's body may be declared again in it, and one
+    of it after it; an `else` body starts again (its locals are not the first body's); a rule
+    after a function does not have the function's arguments."""
+    assert put(body) == []
+
+
 @pytest.mark.parametrize("before", [0, 1, 5])
 def test_the_rule_rego_cpp_refuses_without_a_word_is_found_among_others(before: int) -> None:
     rules = "".join(f"r{i} := {i}\n\n" for i in range(before))

@@ -292,10 +292,18 @@ async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
     assert re.search(r" until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: `muster job approve \S+`", waiting.warnings[0]), waiting.warnings
     approve = await h.send(ApproveJob(job_id=waiting.job_id), principal="builder")
     # Why it may not (no grant would help); it named a grant of `approve` to ask for.
-    assert isinstance(approve, Rejected) and approve.reason.startswith("builder asked for the job and may not approve it"), approve
+    assert isinstance(approve, Rejected) and approve.reason.startswith(
+        f"builder may not approve job {waiting.job_id}: builder asked for it, and not every rule that matched allows "
+        "self-approval"), approve
     assert "muster grant" not in approve.reason and approve.code == "forbidden"
     other = await h.send(RejectJob(job_id=waiting.job_id), principal="reader")  # not its job, no `approve`
-    assert isinstance(other, Rejected) and "no approve permission" in other.reason, other
+    assert isinstance(other, Rejected) and other.reason.startswith(
+        f"reader may not reject job {waiting.job_id}: reader has no approve permission"), other
+    stranger = await h.send(ApproveJob(job_id=waiting.job_id), principal="reader")
+    # Session 35: the same sentence as the requester's, with its own reason (it was the grant's
+    # refusal alone, in another shape: `reader has no approve permission on ...`).
+    assert isinstance(stranger, Rejected) and stranger.reason.startswith(
+        f"reader may not approve job {waiting.job_id}: reader has no approve permission on job {waiting.job_id}"), stranger
     own = await h.send(RejectJob(job_id=waiting.job_id, comment="not now after all"), principal="builder")
     assert isinstance(own, Accepted), own
     await h.settle()

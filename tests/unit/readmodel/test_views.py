@@ -176,8 +176,16 @@ def test_what_a_job_left_on_a_cluster_and_a_saved_plan_are_said_in_words() -> No
     saved = PlanSaved(plan_id="5c3c", job_id=J, cluster_id="c", operation="expand", command={}, cluster_version=3,
                       catalog_version="4a28", digest="d", tasks=12)
     claimed = ClusterNameClaimed(name="c1", cluster_id="c", job_id=J)
-    lines = timeline([rec(1, 0, "cluster", moved), rec(2, 1, "cluster", saved), rec(3, 2, "cluster", claimed)])
-    assert lines[0].text == ("services left: base running on n1000, n1001, n1002 and 2 more; "
+    removed = ServicesMoved(cluster_id="c", job_id=J, changes=[
+        ServiceChange(service="hdfs-datanode", state="removed", nodes=["n1003", "n1004"]),
+        ServiceChange(service="hdfs-datanode", state="running", nodes=["n1005"])])
+    lines = timeline([rec(1, 0, "cluster", moved), rec(2, 1, "cluster", saved), rec(3, 2, "cluster", claimed),
+                      rec(4, 3, "cluster", removed), rec(5, 4, "cluster", ServicesMoved(cluster_id="c", job_id=J, changes=[]))])
+    # A sentence naming the job, and a service taken off nodes said to be removed from them
+    # (session 35: `services left: base running on ...`, and `removed on n1003`).
+    assert lines[0].text == (f"job {J[:8]} left base running on n1000, n1001, n1002 and 2 more; "
                              "hdfs-namenode running on n1000")
+    assert lines[3].text == f"job {J[:8]} left hdfs-datanode removed from n1003, n1004; hdfs-datanode running on n1005"
+    assert lines[4].text == f"job {J[:8]} moved no service"
     assert lines[1].text == "plan 5c3c saved: expand, 12 tasks (apply it: muster cluster apply 5c3c)"
     assert lines[2].text == "name 'c1' taken by cluster c"

@@ -29,8 +29,40 @@
     });
     document.querySelectorAll("input[data-must-be]").forEach(function (input) {
       const button = input.form.querySelector("button[type=submit]");
-      const check = function () { button.disabled = input.value !== input.dataset.mustBe; };
+      // Enter with another name typed did nothing at all (the disabled button sends nothing):
+      // the field now says it does not match, in formdata.py's words, and keeps the focus.
+      const said = function (text) {
+        let p = document.getElementById("err-" + input.name);
+        if (!p && text) {
+          p = document.createElement("p");
+          p.id = "err-" + input.name;
+          p.className = "error field-error";
+          p.setAttribute("role", "alert");
+          p.dataset.testid = "error-" + input.name;
+          input.insertAdjacentElement("afterend", p);
+        }
+        if (!p) return;
+        p.textContent = text;
+        p.hidden = !text;
+        if (text) {
+          input.setAttribute("aria-invalid", "true");
+          input.setAttribute("aria-describedby", p.id);
+        } else {
+          input.removeAttribute("aria-invalid");
+        }
+      };
+      const check = function () {
+        button.disabled = input.value !== input.dataset.mustBe;
+        if (!button.disabled) said("");
+      };
       input.addEventListener("input", check);
+      input.addEventListener("keydown", function (event) {
+        if (event.key !== "Enter" || input.value === input.dataset.mustBe) return;
+        event.preventDefault();
+        said(input.value ? "'" + input.value + "' does not match the cluster's name, " + input.dataset.mustBe + ": nothing is deleted"
+          : "type the cluster's name, " + input.dataset.mustBe + ", to confirm");
+        input.focus();
+      });
       check();
     });
     // The first field the server refused gets the focus (its reason is next to it); a group of
