@@ -106,7 +106,7 @@ def render_replay(state: dict[str, Any]) -> str:
         f"cluster {c['id']} ({c['name']!r}, tenant {c['tenant']}) as of "
         + (f"{shown_time(asof['at'])} (log sequence {asof['seq']})" if asof["at"] else f"log sequence {asof['seq']}"),
         f"  its last event then: #{asof['cluster_event_seq']} at {shown_time(asof['cluster_event_time'])}",
-        f"  status {c['status']}" + (f" ({c['status_reason']})" if c["status_reason"] else "") + f", current job {c['job_id']}",
+        f"  status {c['status']}" + (f" ({c['status_reason']})" if c["status_reason"] else "") + f", {_its_job(c['job_id'], state['jobs'])}",
         f"  template {c['template']}, provider {c['provider']}, {len(c['nodes'])} nodes",
     ]
     for n in c["nodes"]:
@@ -119,7 +119,21 @@ def render_replay(state: dict[str, Any]) -> str:
             repair = (d["repair"] + (f" after {', '.join(d['after'])}" if d.get("after") else "")) or "none: check again"
             lines.append(f"    {d['node']:<8} {d['service']}: {d['observed']}, should be {d['desired']} (repair: {repair})")
     lines.append(f"  jobs ({len(state['jobs'])}):")
+    # columns as wide as their longest entry (`configure-restart succeeded` pushed the rest right)
+    wide = {k: max((len(j[k]) for j in state["jobs"]), default=0) for k in ("operation", "state")}
     for j in state["jobs"]:
         counts = ", ".join(f"{n} {s}" for s, n in j["counts"].items())
-        lines.append(f"    {j['id']} {j['operation']:<16} {j['state']:<16} {counts}" + (f"  error: {j['error']}" if j["error"] else ""))
+        lines.append(f"    {j['id']} {j['operation']:<{wide['operation']}}  {j['state']:<{wide['state']}}  {counts}"
+                     + (f"  error: {j['error']}" if j["error"] else ""))
     return "\n".join(lines)
+
+
+def _its_job(job_id: str | None, jobs: list[dict[str, Any]]) -> str:
+    """A cluster keeps the id of its latest job: one that has ended is its last, not its current
+    one (the view said `current job <id>` of a job that had succeeded)."""
+    if not job_id:
+        return "no job"
+    job_state = next((j["state"] for j in jobs if j["id"] == job_id), None)
+    if job_state is None:
+        return f"job {job_id}"
+    return f"{'last' if job_state in FINAL_JOB_STATES else 'current'} job {job_id} ({job_state})"
