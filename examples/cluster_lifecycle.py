@@ -48,7 +48,7 @@ async def main(args: argparse.Namespace) -> int:
             elif recorded.type == "TaskCompleted":
                 done += 1
             elif recorded.type in FINAL_JOB_EVENTS:
-                print(f"  {recorded.type} after {done} tasks")
+                print(f"  {ending(recorded.type, recorded.event, done)}")
                 if recorded.type != "JobSucceeded":
                     return 1
 
@@ -69,6 +69,13 @@ async def main(args: argparse.Namespace) -> int:
             print(f"delete: {final.type}")
             return 0 if final.type == "JobSucceeded" else 1
         return 0 if outcome.succeeded else 1
+
+
+def ending(kind: str, event: object, done: int) -> str:
+    """A job's last line: a job that did not succeed says why (`JobRolledBack after 8 tasks` said
+    nothing more; every such event carries its `reason`)."""
+    reason = getattr(event, "reason", "")
+    return f"{kind} after {done} tasks" + (f": {reason}" if kind != "JobSucceeded" and reason else "")
 
 
 if __name__ == "__main__":
