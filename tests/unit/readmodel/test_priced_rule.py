@@ -2,7 +2,9 @@
 which the planner's answers (`governance.shown_cost`: a dry run, an approval's dry run and
 answer) and the tracker's (`muster status`, a job's events, the log's stream, the console) both
 use (decision 42): for any plan, what a reader is shown does not change when a price it may not
-read does, and a reader of every type is shown the cost whole."""
+read does, and a reader of every type is shown the cost whole; a v2 cost's figures before the job
+per hardware type (`before_by_hardware`) included, and a v1 cost (the total before only) still
+shown as it was."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.approvals import PlanCost
 from contracts.catalog import HardwareType
 from contracts.layout import NodeSpec
+from muster.readmodel.cost import type_changes
 from muster.readmodel.priced import masked
 from services.governance.domain.cost import plan_cost
 from services.planner.governance import shown_cost
@@ -45,12 +49,20 @@ def plans(draw: Any) -> dict[str, Any]:
     moved = {h: draw(PRICES) if h in hidden else p for h, p in prices.items()}
     before = nodes(previous)
     target = [] if delete else [*before[:kept], *nodes(added, first=len(previous))]
-    return {"before": before, "target": target, "hidden": hidden, "prices": prices, "moved": moved}
+    return {"before": before, "target": target, "hidden": hidden, "prices": prices, "moved": moved, "v2": draw(st.booleans())}
+
+
+def recorded(plan: dict[str, Any], prices: dict[str, str | None]) -> PlanCost:
+    """The plan's cost as the planner records it: v2 with each type's cost before the job (the
+    before cluster's own `by_hardware`), v1 without."""
+    cost = plan_cost(catalog(prices), "sim", plan["target"], plan["before"])
+    before = plan_cost(catalog(prices), "sim", plan["before"]).by_hardware if plan.get("v2", False) else {}
+    return cost.model_copy(update={"before_by_hardware": before})
 
 
 def shown(plan: dict[str, Any], prices: dict[str, str | None], hidden: set[str]) -> dict[str, Any]:
     """What the tracker shows of the recorded cost, checked to be what the planner shows."""
-    cost = plan_cost(catalog(prices), "sim", plan["target"], plan["before"])
+    cost = recorded(plan, prices)
     tracker = masked(cost.model_dump(mode="json"), hidden.__contains__, {n.id: n.hardwaretype for n in plan["target"]},
                      [n.hardwaretype for n in plan["before"]])
     cluster = SimpleNamespace(nodes={n.id: n for n in plan["before"]})
@@ -68,20 +80,41 @@ def test_nothing_a_reader_is_shown_changes_when_a_price_it_may_not_read_does(pla
 @settings(max_examples=200, deadline=None)
 @given(plans())
 def test_a_reader_of_every_type_is_shown_the_whole_cost(plan: dict[str, Any]) -> None:
-    cost = plan_cost(catalog(plan["prices"]), "sim", plan["target"], plan["before"])
+    cost = recorded(plan, plan["prices"])
     assert shown(plan, plan["prices"], set()) == cost.model_dump(mode="json")
 
 
 @settings(max_examples=200, deadline=None)
 @given(plans())
 def test_a_hidden_type_is_said_to_have_no_price_and_a_readable_one_keeps_its_own(plan: dict[str, Any]) -> None:
-    cost = plan_cost(catalog(plan["prices"]), "sim", plan["target"], plan["before"]).model_dump(mode="json")
+    cost = recorded(plan, plan["prices"]).model_dump(mode="json")
     seen = shown(plan, plan["prices"], plan["hidden"])
     present = {n.hardwaretype for n in [*plan["target"], *plan["before"]]}
     assert present & plan["hidden"] <= set(seen["unknown"]) and set(cost["unknown"]) <= set(seen["unknown"])
     for h, total in seen["by_hardware"].items():
         assert total == (0.0 if h in plan["hidden"] else cost["by_hardware"][h])
     assert seen["per_hour"] <= cost["per_hour"] + 1e-9 and seen["before_per_hour"] <= cost["before_per_hour"] + 1e-9
+    for h, total in seen["before_by_hardware"].items():
+        assert total == (0.0 if h in plan["hidden"] else cost["before_by_hardware"][h])
+    if plan["v2"] and plan["before"]:
+        assert seen["before_per_hour"] == round(sum(seen["before_by_hardware"].values()), 6)
+        # a readable type's before is its own figure: not said to have no price, removed whole or not
+        assert not {h for h in cost["before_by_hardware"] if h not in plan["hidden"]} - set(cost["unknown"]) & set(seen["unknown"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans())
+def test_a_v2_cost_says_what_the_change_does_to_each_type(plan: dict[str, Any]) -> None:
+    """Before and once done, per hardware type, as the reader is shown them: a hidden type no
+    price, never a figure; a v1 cost says nothing per type."""
+    seen = shown(plan, plan["prices"], plan["hidden"])
+    lines = type_changes(seen)
+    if not plan["v2"] or not plan["before"]:
+        assert lines == []
+    for line in lines:
+        h = line.split()[0]
+        assert (line == f"{h} no price") == (h in seen["unknown"])
+        assert h not in plan["hidden"] or line == f"{h} no price"
 
 
 def test_the_planner_and_the_tracker_show_a_shrink_that_removes_a_readable_type_whole_alike() -> None:
@@ -100,3 +133,14 @@ def test_the_planner_and_the_tracker_show_a_delete_alike() -> None:
     plan = {"before": nodes(["small", "large"]), "target": []}
     seen = shown(plan, {"small": "0.05", "medium": "0.1", "large": "0.2", "gpu": None}, {"large"})
     assert seen["before_per_hour"] == 0 and seen["unknown"] == ["large", "small"] and seen["per_hour"] == 0, seen
+
+
+def test_a_v2_shrink_that_removes_a_readable_type_whole_keeps_its_price_before() -> None:
+    """The shrink above with the cost before recorded per type (v2): medium, removed whole, is
+    shown its own 0.10/h before, and the total before is small's and medium's, 0.20/h (v1: no
+    price for medium, 0.10/h). The hidden large's 0.20/h is in no figure."""
+    plan = {"before": nodes(["small", "small", "medium", "large"]), "target": nodes(["small", "small"]), "v2": True}
+    seen = shown(plan, {"small": "0.05", "medium": "0.1", "large": "0.2", "gpu": None}, {"large"})
+    assert seen["before_by_hardware"] == {"small": 0.1, "medium": 0.1, "large": 0.0}, seen
+    assert seen["before_per_hour"] == 0.2 and seen["unknown"] == ["large"], seen
+    assert type_changes(seen) == ["large no price", "medium 0.10/h → 0.00/h"]
