@@ -95,11 +95,12 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
 
 
 def exact(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
-    """The plan of `operation` on exactly these pairs, if any. Before session 35 a service
-    meant to be stopped on every node that has it was stopped as a cluster-wide stop does,
-    with its dependents on every node: those the target keeps running too (`pair_phases`,
-    `whole`); and a service group's phase before another's could stop (restart) a service
-    before what needs it."""
+    """The plan of `operation` on exactly these pairs, if any. Before session 35 a restore
+    stopped a service meant to be stopped on every node that has it as a cluster-wide stop
+    does, with its dependents on every node: those the target keeps running too; and a
+    restore, a configure --restart keeping services stopped, planned the services of each set
+    of nodes a phase after another's, so a restart could stop a service under what needs it
+    (`pair_phases`, which a repair still uses)."""
     return [build_plan(services, nodes, operation, pairs=pairs)] if pairs else []
 
 
@@ -107,23 +108,16 @@ def _with(node: NodeSpec, services: list[str]) -> NodeSpec:
     return node if services == node.services else node.model_copy(update={"services": services})
 
 
-def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
-                whole: bool = True) -> list[Plan]:
-    """Plans of `operation` on exactly these (node, service) pairs, never on a service's other
-    nodes: with `whole`, the services meant on every node that has them in one plan over the
-    cluster (as a cluster-wide operation plans them); the others one plan per set of nodes."""
+def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
+    """Plans of `operation` on these (node, service) pairs, one per set of nodes, each with the
+    operation's closure on its nodes (a repair's: a restart of a service restarts what needs it
+    there, a reconnect starts what its services need), never on a service's other nodes."""
     if not pairs:
         return []
-    have = desired.hosts({n.id: n.services for n in nodes})
     groups: dict[tuple[str, ...], list[str]] = {}
-    everywhere: list[str] = []
     for service, on in sorted(desired.by_service(pairs).items()):
-        if whole and on == have.get(service):
-            everywhere.append(service)
-        else:
-            groups.setdefault(tuple(sorted(on)), []).append(service)
-    plans = [build_plan(services, nodes, operation, services=everywhere)] if everywhere else []
-    return plans + [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
+        groups.setdefault(tuple(sorted(on)), []).append(service)
+    return [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:
