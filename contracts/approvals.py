@@ -38,17 +38,12 @@ class PlanCost(_Part):
     before_per_hour: float = Field(default=0, ge=0, description="the cluster before the job")
     per_node: dict[str, float] = Field(default_factory=dict, description="node id -> cost per hour")
     by_hardware: dict[str, float] = Field(default_factory=dict, description="hardware type -> cost per hour of its nodes")
-    before_by_hardware: dict[str, float] = Field(default_factory=dict, description=(
-        "v2 (JobApprovalRequested, JobApproved): hardware type -> cost per hour of its nodes before the job, a type the "
-        "job removes whole included; empty in a v1 event (not recorded)"))
     unknown: list[str] = Field(default_factory=list, description="hardware types without a cost for the provider")
 
 
 class JobApprovalRequested(Event):
-    """v2: its `cost` may carry `before_by_hardware`."""
-
     type: Literal["JobApprovalRequested"] = "JobApprovalRequested"
-    v: Literal[1, 2] = 2
+    v: Literal[1] = 1
     job_id: str
     rules: list[str] = Field(min_length=1, description="the approval rules the request matched")
     expires_at: datetime
@@ -60,10 +55,8 @@ class JobApprovalRequested(Event):
 
 
 class JobApproved(Event):
-    """v2: its `cost` may carry `before_by_hardware`."""
-
     type: Literal["JobApproved"] = "JobApproved"
-    v: Literal[1, 2] = 2
+    v: Literal[1] = 1
     job_id: str
     by: str
     comment: str = ""

@@ -37,10 +37,10 @@ def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
 
 
 def type_changes(cost: Mapping[str, Any]) -> list[str]:
-    """What a change does to each hardware type's cost, before -> once done, from a v2 cost
-    (`before_by_hardware`): `small 0.10/h → 0.30/h`, a type added or removed whole from or to
+    """What a change does to each hardware type's cost, before -> once done, from a cost with
+    `before_by_hardware` (`priced.masked` reads it; no contract carries it yet): `small 0.10/h → 0.30/h`, a type added or removed whole from or to
     `0.00/h`, one without a price (`unknown`: none in the catalog, or one its reader may not
-    read) `large no price`. [] for a v1 cost (no figure before per type) or one that moves none."""
+    read) `large no price`. [] for a cost without figures before per type, or one that moves none."""
     before, after = cost.get("before_by_hardware") or {}, cost.get("by_hardware") or {}
     if not before:
         return []
