@@ -1,6 +1,6 @@
 """A plan's cost as people read it (pure): per hardware type, how many nodes at what price each
-and their total, from a dry run's `cost` (`contracts.approvals.PlanCost` as JSON) and its layout;
-and what a tenant's clusters cost now (`spend`)."""
+and their total, from a dry run's `cost` (`contracts.approvals.PlanCost` as JSON) and its layout,
+and what a change does to each (`type_changes`); and what a tenant's clusters cost now (`spend`)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,23 @@ def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
         return f"{h} {counts[h]} × {rate(total / counts[h])}/h = {rate(total)}/h" if counts[h] else f"{h} {rate(total)}/h"
 
     return [each(h, total) for h, total in sorted(cost.get("by_hardware", {}).items())]
+
+
+def type_changes(cost: Mapping[str, Any]) -> list[str]:
+    """What a change does to each hardware type's cost, before -> once done, from a cost with
+    `before_by_hardware` (`priced.masked` reads it; no contract carries it yet): `small 0.10/h → 0.30/h`, a type added or removed whole from or to
+    `0.00/h`, one without a price (`unknown`: none in the catalog, or one its reader may not
+    read) `large no price`. [] for a cost without figures before per type, or one that moves none."""
+    before, after = cost.get("before_by_hardware") or {}, cost.get("by_hardware") or {}
+    if not before:
+        return []
+    unknown = set(cost.get("unknown") or ())
+    types = sorted({*before, *after})
+    was, now = ({h: rate(figures.get(h, 0.0)) for h in types} for figures in (before, after))
+    moved = [h for h in types if h not in unknown and was[h] != now[h]]
+    if not moved:
+        return []
+    return [f"{h} no price" if h in unknown else f"{h} {was[h]}/h → {now[h]}/h" for h in types if h in unknown or h in moved]
 
 
 def unpriced(cost: Mapping[str, Any], layout: Mapping[str, Any] | None) -> str:

@@ -10,11 +10,13 @@ session 34 the planner priced the plan again from the readable types, and the tw
 The rule, worked from the cost as recorded and the plan's nodes alone (what the tracker has):
 a hardware type the reader may not read has no price: 0 in `per_hour`, `by_hardware` and
 `per_node`, listed in `unknown`; its node count and type stay (the job's layout shows them
-anyway). The cost before the job is a sum over the nodes the job replaces: when one of them is
-of a hidden type, it is summed again from the readable types' prices in the plan once done,
+anyway). The cost before the job per hardware type (`before_by_hardware`, where a record has it:
+no contract carries it yet) shows a hidden type's as 0 too, and its total is the sum of what is
+shown. A record with the total only (a sum over the nodes the job replaces): when one of them
+is of a hidden type, it is summed again from the readable types' prices in the plan once done,
 and a readable type the job removes whole (its price in no other figure) is said to have no
-price too, rather than be derived from a total that holds the hidden one. So nothing a reader
-is shown changes when a price it may not read does (`tests/unit/readmodel/test_priced_rule.py`).
+price too, rather than be derived from a total that holds the hidden one. So nothing a reader is shown changes when a price it may not read
+does (`tests/unit/readmodel/test_priced_rule.py`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def masked(cost: Mapping[str, Any], hidden: Hidden, target: Mapping[str, str], p
     """`cost` as the reader is shown it. `target`: node id -> hardware type of the cluster once
     the job is done (the nodes `per_node` prices); `previous`: the hardware types of its nodes before."""
     by_hardware: dict[str, float] = dict(cost.get("by_hardware") or {})
-    secret = {h for h in {*by_hardware, *previous, *target.values()} if hidden(h)}
+    before: dict[str, float] = dict(cost.get("before_by_hardware") or {})
+    secret = {h for h in {*by_hardware, *before, *previous, *target.values()} if hidden(h)}
     if not secret:
         return dict(cost)
     counts = Counter(target.values())
@@ -44,7 +47,11 @@ def masked(cost: Mapping[str, Any], hidden: Hidden, target: Mapping[str, str], p
         out["per_node"] = {n: p if target.get(n, "") in by_hardware and target[n] not in secret else 0.0
                            for n, p in cost["per_node"].items()}
     unknown = set(cost.get("unknown") or ()) | secret
-    if secret & set(previous):
+    if before:  # each type's own figure before, a hidden one's none
+        if secret & set(before):
+            out["before_by_hardware"] = {h: 0.0 if h in secret else v for h, v in before.items()}
+            out["before_per_hour"] = round(sum(out["before_by_hardware"].values()), 6)
+    elif secret & set(previous):
         each = {h: v / counts[h] for h, v in shown.items() if counts[h] and h not in secret}
         unknown |= {h for h in previous if h not in each}
         out["before_per_hour"] = round(sum(each.get(h, 0.0) for h in previous), 6)

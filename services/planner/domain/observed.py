@@ -79,7 +79,7 @@ def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapp
     # First the nodes that could not be asked: their provider confirms them (and brings their
     # ssh back where it can, docs/plugins.md), then their services are started (a start leaves
     # one that runs as it is) and asked again.
-    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"}, whole=False)
+    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"})
     for service in sorted({s for (_, s), r in fixes.items() if r == "reinstall"}):
         failed = sorted({n for (n, s), r in fixes.items() if r == "reinstall" and s == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
@@ -87,7 +87,7 @@ def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapp
                           ("configure-restart", ("reconfigure",))):
         # per (node, service): a service stopped on one node and meant to run on another is
         # started there only
-        phases += pair_phases(services, nodes, action, {k for k, r in fixes.items() if r in kinds}, whole=False)
+        phases += pair_phases(services, nodes, action, {k for k, r in fixes.items() if r in kinds})
     return chain_phases(phases)
 
 

@@ -7,7 +7,7 @@ which operations exist and how each is planned is the operations table (`operati
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +59,14 @@ def build_plan(
     services: Sequence[str] | None = None,
     node_ids: Sequence[str] | None = None,
     config: Any = None,
+    pairs: Collection[tuple[str, str]] | None = None,
 ) -> Plan:
     """The task DAG of `operation` on the cluster `nodes` (semantics per operation in
     docs/planner.md). `config`: the cluster's config the tasks will carry, whose macros may read
-    other nodes' addresses (`_Builder.add_reads`). Raises PlanError on invalid input or a
-    dependency cycle."""
+    other nodes' addresses (`_Builder.add_reads`). `pairs` instead of `services` and `node_ids`:
+    exactly these (node, service) pairs, without the operation's closure (a restore puts back a
+    state where a service was stopped and what needs it ran: a stop's dependents are not its
+    to stop). Raises PlanError on invalid input or a dependency cycle."""
     if operation not in CHAINS:
         raise PlanError(f"unknown operation {operation!r}; operations are {sorted(CHAINS)}")
     op = OPERATIONS[operation]
@@ -72,12 +75,16 @@ def build_plan(
     if operation == "delete":  # machines go; their services need not be in the catalog
         cluster &= set(catalog_services)
     resolver = DependencyResolver(catalog_services, cluster)
-    planned_nodes = _planned_nodes(op, nodes, node_ids)
-    planned_services = _planned_services(op, resolver, services)
+    wanted = None if pairs is None else _checked_pairs(nodes, pairs, services, node_ids)
+    if wanted is not None:
+        planned_nodes, planned_services = {n for n, _ in wanted}, {s for _, s in wanted}
+    else:
+        planned_nodes, planned_services = _planned_nodes(op, nodes, node_ids), _planned_services(op, resolver, services)
     builder = _Builder(catalog_services, nodes, op.chain)
     for node in nodes:
         if node.id in planned_nodes:
-            chosen = [s for s in dict.fromkeys(node.services) if s in planned_services]
+            chosen = [s for s in dict.fromkeys(node.services) if s in planned_services
+                      and (wanted is None or (node.id, s) in wanted)]
             builder.add_node(node.id, chosen, op.machine)
     builder.add_rules(resolver)
     builder.add_reads(config)
@@ -90,6 +97,18 @@ def _check_nodes(nodes: Sequence[NodeSpec]) -> None:
         if node.id in seen:
             raise PlanError(f"node id {node.id!r} appears twice")
         seen.add(node.id)
+
+
+def _checked_pairs(nodes: Sequence[NodeSpec], pairs: Collection[tuple[str, str]], services: Sequence[str] | None,
+                   node_ids: Sequence[str] | None) -> set[tuple[str, str]]:
+    if services is not None or node_ids is not None:
+        raise PlanError("pairs name the nodes and services: not with services or node_ids")
+    wanted = set(pairs)
+    have = {(n.id, s) for n in nodes for s in n.services}
+    absent = sorted(wanted - have)
+    if absent:
+        raise PlanError(f"(node, service) pair(s) {absent} not on the cluster")
+    return wanted
 
 
 def _planned_nodes(op: Operation, nodes: Sequence[NodeSpec], node_ids: Sequence[str] | None) -> set[str]:

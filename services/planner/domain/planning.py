@@ -38,7 +38,7 @@ from .admission import Facts, Refused, provider_of, template_of
 from .cluster import Cluster
 from .job import Job, job_uuid
 from .plan import Plan, build_plan
-from .restore import chain_phases, pair_phases
+from .restore import chain_phases, exact
 
 
 def cluster_uuid(job_id: str) -> UUID:
@@ -210,8 +210,7 @@ def keep_stopped(services: Mapping[str, Service], nodes: list[NodeSpec], operati
     rest = planned & set(stopped)
     if not rest:
         return build_plan(services, nodes, operation, services=names, node_ids=node_ids)
-    return chain_phases([*pair_phases(services, nodes, operation, planned - rest),
-                         *pair_phases(services, nodes, KEEPS_STOPPED[operation], rest)])
+    return chain_phases([*exact(services, nodes, operation, planned - rest), *exact(services, nodes, KEEPS_STOPPED[operation], rest)])
 
 
 def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:

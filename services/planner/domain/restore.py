@@ -11,7 +11,8 @@ phase after another (a barrier link between phases):
   6. start the services meant to run that may not (stopped now, not restarted in 5);
   7. stop the services meant to be stopped that may run (running now, or started in 3-4).
 Running and stopped are per (node, service) (`readmodel.desired`): 5-7 act on exactly the pairs
-concerned (`pair_phases`).
+concerned, each one plan (`exact`): neither a stop's dependents nor a start's needs are
+added, and the dependency rules order the pairs of all services and nodes alike.
 Each phase is an ordinary `build_plan`, so every dependency rule holds inside it; task ids
 get the phase as a prefix so they never collide.
 """
@@ -80,40 +81,43 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     in_target = {(n.id, s) for n in target for s in n.services}
     run, rest = in_target - set(stopped_then), in_target & set(stopped_then)
     if config_changed:
-        phases += pair_phases(services, target, "configure-restart", run)
-        phases += pair_phases(services, target, "configure", rest)
+        phases += exact(services, target, "configure-restart", run)
+        phases += exact(services, target, "configure", rest)
     start = set() if config_changed else run & set(stopped_now)
-    phases += pair_phases(services, target, "start", start)
+    phases += exact(services, target, "start", start)
     started = {(n.id, s) for n in back for s in n.services} | added | (in_target - set(stopped_now))
     # and whatever an earlier phase starts: a start thrown in for what a planned service needs,
     # a start's of what its services need, on a node where it is meant to be stopped (before
     # session 34 left running)
     started |= {(t.node, t.service) for phase in phases for t in phase.tasks if t.action is Action.START and t.service}
-    phases += pair_phases(services, target, "stop", rest & started)
+    phases += exact(services, target, "stop", rest & started)
     return Restore(chain_phases(phases), tuple(interim))
+
+
+def exact(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
+    """The plan of `operation` on exactly these pairs, if any. Before session 35 a restore
+    stopped a service meant to be stopped on every node that has it as a cluster-wide stop
+    does, with its dependents on every node: those the target keeps running too; and a
+    restore, a configure --restart keeping services stopped, planned the services of each set
+    of nodes a phase after another's, so a restart could stop a service under what needs it
+    (`pair_phases`, which a repair still uses)."""
+    return [build_plan(services, nodes, operation, pairs=pairs)] if pairs else []
 
 
 def _with(node: NodeSpec, services: list[str]) -> NodeSpec:
     return node if services == node.services else node.model_copy(update={"services": services})
 
 
-def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
-                whole: bool = True) -> list[Plan]:
-    """Plans of `operation` on exactly these (node, service) pairs, never on a service's other
-    nodes: with `whole`, the services meant on every node that has them in one plan over the
-    cluster (as a cluster-wide operation plans them); the others one plan per set of nodes."""
+def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
+    """Plans of `operation` on these (node, service) pairs, one per set of nodes, each with the
+    operation's closure on its nodes (a repair's: a restart of a service restarts what needs it
+    there, a reconnect starts what its services need), never on a service's other nodes."""
     if not pairs:
         return []
-    have = desired.hosts({n.id: n.services for n in nodes})
     groups: dict[tuple[str, ...], list[str]] = {}
-    everywhere: list[str] = []
     for service, on in sorted(desired.by_service(pairs).items()):
-        if whole and on == have.get(service):
-            everywhere.append(service)
-        else:
-            groups.setdefault(tuple(sorted(on)), []).append(service)
-    plans = [build_plan(services, nodes, operation, services=everywhere)] if everywhere else []
-    return plans + [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
+        groups.setdefault(tuple(sorted(on)), []).append(service)
+    return [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:

@@ -4,6 +4,7 @@ skipping, subsets and thrown-in starts, start/stop expansion, errors (coopr-fact
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtime, coopr_uses, node, svc
@@ -308,6 +309,16 @@ def test_start_stop_restart_default_to_every_service() -> None:
 # -- errors -----------------------------------------------------------------------------------
 
 
+def test_pairs_plan_exactly_them_without_the_closure() -> None:
+    """A stop of zk on n1 by pairs stops neither nn (which needs it) nor anything elsewhere;
+    the pairs of two services are ordered by the rules as a whole-service plan orders them."""
+    assert ids(build_plan(HADOOP, CLUSTER, "stop", pairs=[("n1", "zk")])) == {"n1.stop.zk"}
+    assert "n1.stop.zk" in ids(build_plan(HADOOP, CLUSTER, "stop", services=["zk"]))
+    assert "n2.stop.nn" in ids(build_plan(HADOOP, CLUSTER, "stop", services=["zk"]))
+    plan = build_plan(HADOOP, CLUSTER, "stop", pairs=[("n1", "zk"), ("n2", "nn")])
+    assert ("n2.stop.nn", "n1.stop.zk") in plan.edges
+
+
 def test_a_dependency_cycle_is_an_error_naming_the_services() -> None:
     cat = catalog(svc("x", runtime=["y"]), svc("y", runtime=["x"]))
     with pytest.raises(PlanError, match="runtime dependency cycle between services: x -> y -> x"):
@@ -326,9 +337,11 @@ def test_a_dependency_cycle_is_an_error_naming_the_services() -> None:
         ("start", {"services": ["ghost"]}, "service ghost is not in the catalog"),
         ("start", {"services": ["hb"]}, "service hb is not on the cluster"),
         ("create", {"node_ids": ["n9"]}, r"unknown node\(s\) \['n9'\]"),
+        ("stop", {"pairs": [("n1", "nn")]}, r"pair\(s\) \[\('n1', 'nn'\)\] not on the cluster"),
+        ("stop", {"pairs": [("n1", "zk")], "node_ids": ["n1"]}, "pairs name the nodes and services: not with services or node_ids"),
     ],
 )
-def test_invalid_requests_are_plan_errors(operation: str, kwargs: dict[str, list[str]], message: str) -> None:
+def test_invalid_requests_are_plan_errors(operation: str, kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(PlanError, match=message):
         build_plan(HADOOP, CLUSTER, operation, **kwargs)
 

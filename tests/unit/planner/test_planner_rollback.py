@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -200,7 +201,7 @@ OPS: list[tuple[str, dict[str, list[str]]]] = [
 
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(OPS), st.integers(0, 30), st.sets(st.sampled_from([("n1", "b"), ("n2", "a"), ("n3", "a")])))
-def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, dict[str, list[str]]], cut: int, stopped: set[tuple[str, str]]) -> None:
+def test_a_rollback_leaves_each_service_as_it_was_before_the_job(op: tuple[str, dict[str, Any]], cut: int, stopped: set[tuple[str, str]]) -> None:
     """Whatever completed of any operation, on any services the user had stopped: once the
     rollback ran, each service the cluster had is running or stopped as before the job (but on
     a machine the job deleted, which is gone)."""
