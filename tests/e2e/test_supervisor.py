@@ -19,7 +19,6 @@ import pytest_asyncio
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.bus.server import free_port
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -114,11 +113,11 @@ async def test_a_killed_tracker_comes_back_on_the_port_it_got(supervised: tuple[
         assert resp.status == 200
 
 
-async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:
+async def test_a_service_waiting_for_nats_stops_on_sigterm(closed_port: int) -> None:
     """A service connects without end (reconnects never give up); a stop must not wait for
     NATS. Found while killing nats-server under `muster up`: children hung on SIGTERM."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{free_port()}",
+        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{closed_port}",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
