@@ -84,7 +84,11 @@ async def test_a_child_that_keeps_crashing_is_given_up_on_and_the_others_run_on(
     await asyncio.wait_for(deployment.steady(), 10)  # nothing else to wait for: the solver is given up on
 
 
-async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervised: tuple[Deployment, Notes]) -> None:
+async def test_a_killed_nats_server_comes_back_and_the_services_carry_on_and_a_killed_tracker_on_its_port(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """Then the tracker, killed: no --tracker-port, so it was given 0 and said which port it bound;
+    started again, it is given that port, where `tracker.url` and the clients know to find it.
+    (One deployment for both: each start of one costs seconds of CPU, docs/testing.md.)"""
     deployment, notes = supervised
     assert deployment.server is not None and deployment.server.process is not None
     url, pids = deployment.nats_url, {c.name: c.pid for c in deployment.children}
@@ -99,11 +103,6 @@ async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervi
         assert isinstance(reply, Accepted), reply
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
 
-
-async def test_a_killed_tracker_comes_back_on_the_port_it_got(supervised: tuple[Deployment, Notes]) -> None:
-    """No --tracker-port: the tracker was given 0 and said which port it bound; started again,
-    it is given that port, where `tracker.url` and the clients know to find it."""
-    deployment, notes = supervised
     url = deployment.tracker_url
     assert deployment.tracker_port and (deployment.data_dir / "tracker.url").read_text() == url
     os.kill(deployment.child("tracker").pid, signal.SIGKILL)
