@@ -35,7 +35,7 @@ from services.auth.bootstrap import SYSTEM_TOKEN_ENV
 from services.auth.domain.tokens import make_token
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
-from tests import held_print
+from tests import held_print, ports
 from tests.leaks import LEAKS
 
 SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
@@ -160,6 +160,13 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port where nothing listens, held for the test (tests/ports.py)."""
+    with ports.refused_port() as port:
+        yield port
 
 
 @pytest.fixture

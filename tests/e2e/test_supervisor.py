@@ -19,7 +19,6 @@ import pytest_asyncio
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.bus.server import free_port
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -85,7 +84,11 @@ async def test_a_child_that_keeps_crashing_is_given_up_on_and_the_others_run_on(
     await asyncio.wait_for(deployment.steady(), 10)  # nothing else to wait for: the solver is given up on
 
 
-async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervised: tuple[Deployment, Notes]) -> None:
+async def test_a_killed_nats_server_comes_back_and_the_services_carry_on_and_a_killed_tracker_on_its_port(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """Then the tracker, killed: no --tracker-port, so it was given 0 and said which port it bound;
+    started again, it is given that port, where `tracker.url` and the clients know to find it.
+    (One deployment for both: each start of one costs seconds of CPU, docs/testing.md.)"""
     deployment, notes = supervised
     assert deployment.server is not None and deployment.server.process is not None
     url, pids = deployment.nats_url, {c.name: c.pid for c in deployment.children}
@@ -100,11 +103,6 @@ async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervi
         assert isinstance(reply, Accepted), reply
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
 
-
-async def test_a_killed_tracker_comes_back_on_the_port_it_got(supervised: tuple[Deployment, Notes]) -> None:
-    """No --tracker-port: the tracker was given 0 and said which port it bound; started again,
-    it is given that port, where `tracker.url` and the clients know to find it."""
-    deployment, notes = supervised
     url = deployment.tracker_url
     assert deployment.tracker_port and (deployment.data_dir / "tracker.url").read_text() == url
     os.kill(deployment.child("tracker").pid, signal.SIGKILL)
@@ -114,11 +112,11 @@ async def test_a_killed_tracker_comes_back_on_the_port_it_got(supervised: tuple[
         assert resp.status == 200
 
 
-async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:
+async def test_a_service_waiting_for_nats_stops_on_sigterm(closed_port: int) -> None:
     """A service connects without end (reconnects never give up); a stop must not wait for
     NATS. Found while killing nats-server under `muster up`: children hung on SIGTERM."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{free_port()}",
+        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{closed_port}",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None

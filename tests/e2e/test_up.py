@@ -134,14 +134,6 @@ def _state(data: Path) -> dict[str, Any]:
     return json.loads((data / "deployment.json").read_text())
 
 
-async def test_a_second_up_refuses(muster_up: tuple[asyncio.subprocess.Process, dict[str, str]], tmp_path: Path) -> None:
-    """Issue #18.3: a second `muster up` in the same data directory used to start a second
-    nats-server on the same store (and damage it)."""
-    proc, seen = muster_up
-    await _second_up_refused(proc, seen, tmp_path)
-    assert proc.returncode is None, "muster up stopped"
-
-
 async def _second_up_refused(proc: asyncio.subprocess.Process, seen: dict[str, str], tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
@@ -249,11 +241,15 @@ async def _muster(*args: str, cwd: Path, **env: str) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
-async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
+async def test_another_shell_finds_the_deployment_a_second_up_refuses_and_a_busy_port_is_named(
         muster_up: tuple[asyncio.subprocess.Process, dict[str, str]], tmp_path: Path) -> None:
     """Issue #18.9: `muster up` picks a free NATS port, so the CLI worked only from the same
-    directory; and a busy tracker port said only "tracker exited during start"."""
-    _, seen = muster_up
+    directory; and a busy tracker port said only "tracker exited during start". Issue #18.3: a
+    second `muster up` in the same data directory used to start a second nats-server on the same
+    store (and damage it). (One `muster up` for both: each start costs seconds, docs/testing.md.)"""
+    proc, seen = muster_up
+    await _second_up_refused(proc, seen, tmp_path)
+    assert proc.returncode is None, "muster up stopped"
     data = tmp_path / "data"
     assert seen["another shell"] == (f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']} "
                                      f"MUSTER_TRACKER_URL={seen['tracker']} MUSTER_CREDENTIALS={(data / 'credentials').resolve()})")
@@ -430,59 +426,61 @@ async def test_up_with_tls_renews_its_server_certificates_before_they_end(tmp_pa
     assert proc.returncode == 0
 
 
-async def test_a_webhook_secret_and_receiver_added_while_up_runs_are_read_on_muster_reload(tmp_path: Path) -> None:
+async def _reload_reads_the_webhook_files_added_while_up_runs(proc: asyncio.subprocess.Process, seen: dict[str, str],
+                                                               tmp_path: Path) -> None:
     """Walk of session 24: a webhook's signing secret, or a receiver inside the deployment,
     needed `muster up` stopped and started again with $MUSTER_NOTIFIER_SECRETS and
     `--webhook-allow`. Now its notifier's files are in the data directory, and `muster reload`
     has the running notifier read them again; a file it cannot read keeps what it had. Session
     25: the pool service and the planners read the allow file again too (a pool callback's
     receiver), as they did only at start."""
-    async with _up(tmp_path) as (proc, seen):
-        assert proc.stdout is not None
-        data = tmp_path / "data"
-        env = {"MUSTER_DATA_DIR": str(data)}
-
-        async def reload() -> dict[str, str]:
-            code, out = await _muster("reload", cwd=tmp_path, **env)
-            assert code == 0 and f"pid {proc.pid}" in out, out
-            await asyncio.wait_for(_read_until(proc.stdout, "reload:", seen), 60)  # type: ignore[arg-type]
-            return dict(one.partition(": ")[::2] for one in seen["reload"].split("; "))
-
-        def add(name: str) -> tuple[str, ...]:
-            return ("notify", "add", name, "--on", "job_failed", "--webhook", "http://127.0.0.1:9/hook", "--secret", "secret://ops-hook")
-
-        create = ("cluster", "create", "c1", "-t", "hadoop-small", "-n", "2", "--callback", "http://127.0.0.1:9/hook")
-        code, out = await _muster(*add("ops"), cwd=tmp_path, **env)
-        assert code == 2 and "secret 'ops-hook' is not in the notifier's secrets file" in out and "loopback" in out, out
-        code, out = await _muster(*create, cwd=tmp_path, **env)
-        assert code == 2 and "--callback: 127.0.0.1 is a loopback address" in out and "`muster reload`" in out, out
-        secrets, allow = data / "notifier-secrets.json", data / "webhook-allow"
-        assert {stat.S_IMODE(p.stat().st_mode) for p in (secrets, allow)} == {0o600}
-        value = f"hook-secret-{os.getpid()}-{id(proc)}"
-        secrets.write_text(json.dumps({"@secrets": {"ops-hook": value}}))
-        allow.write_text(allow.read_text() + "127.0.0.1:9  # the receiver of the test\n")
-        assert await reload() == {"notifier": "reloaded", "planner": "reloaded", "pool": "reloaded"}
-        code, out = await _muster(*add("ops"), cwd=tmp_path, **env)
-        assert code == 0 and "ops" in out, out
-        code, out = await _muster(*create, cwd=tmp_path, **env)
-        # The pool service takes the receiver now: what is left is the demo's provider, no pool's.
-        assert code == 2 and "loopback" not in out and "provider 'sim' takes no hosts from a pool" in out, out
-        # A file it cannot read: kept what it had, and said why (the file, not its values).
-        secrets.write_text('{"@secrets": {"ops-hook": ')
-        said = await reload()
-        assert said["notifier"].startswith("not reloaded: cannot read secrets file") and str(secrets) in said["notifier"], said
-        assert said["pool"] == "reloaded"  # (its allow file is fine)
-        code, out = await _muster(*add("ops-2"), cwd=tmp_path, **env)
-        assert code == 0, out
-        logs = "".join(p.read_text(errors="replace") for p in (data / "logs").iterdir() if p.is_file())
-        assert value not in logs and "notifier reloaded" in logs and "pool reloaded" in logs
-
-
-async def test_muster_ps_lists_each_process_alive_with_its_log_and_counts_a_restart(tmp_path: Path) -> None:
-    """No command listed a deployment's processes (an earlier session's walk): `muster ps` reads
-    what the running `muster up` says of itself and checks each PID on the machine."""
+    assert proc.stdout is not None
     data = tmp_path / "data"
-    async with _up(tmp_path) as (proc, _):
+    env = {"MUSTER_DATA_DIR": str(data)}
+
+    async def reload() -> dict[str, str]:
+        code, out = await _muster("reload", cwd=tmp_path, **env)
+        assert code == 0 and f"pid {proc.pid}" in out, out
+        await asyncio.wait_for(_read_until(proc.stdout, "reload:", seen), 60)  # type: ignore[arg-type]
+        return dict(one.partition(": ")[::2] for one in seen["reload"].split("; "))
+
+    def add(name: str) -> tuple[str, ...]:
+        return ("notify", "add", name, "--on", "job_failed", "--webhook", "http://127.0.0.1:9/hook", "--secret", "secret://ops-hook")
+
+    create = ("cluster", "create", "c1", "-t", "hadoop-small", "-n", "2", "--callback", "http://127.0.0.1:9/hook")
+    code, out = await _muster(*add("ops"), cwd=tmp_path, **env)
+    assert code == 2 and "secret 'ops-hook' is not in the notifier's secrets file" in out and "loopback" in out, out
+    code, out = await _muster(*create, cwd=tmp_path, **env)
+    assert code == 2 and "--callback: 127.0.0.1 is a loopback address" in out and "`muster reload`" in out, out
+    secrets, allow = data / "notifier-secrets.json", data / "webhook-allow"
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (secrets, allow)} == {0o600}
+    value = f"hook-secret-{os.getpid()}-{id(proc)}"
+    secrets.write_text(json.dumps({"@secrets": {"ops-hook": value}}))
+    allow.write_text(allow.read_text() + "127.0.0.1:9  # the receiver of the test\n")
+    assert await reload() == {"notifier": "reloaded", "planner": "reloaded", "pool": "reloaded"}
+    code, out = await _muster(*add("ops"), cwd=tmp_path, **env)
+    assert code == 0 and "ops" in out, out
+    code, out = await _muster(*create, cwd=tmp_path, **env)
+    # The pool service takes the receiver now: what is left is the demo's provider, no pool's.
+    assert code == 2 and "loopback" not in out and "provider 'sim' takes no hosts from a pool" in out, out
+    # A file it cannot read: kept what it had, and said why (the file, not its values).
+    secrets.write_text('{"@secrets": {"ops-hook": ')
+    said = await reload()
+    assert said["notifier"].startswith("not reloaded: cannot read secrets file") and str(secrets) in said["notifier"], said
+    assert said["pool"] == "reloaded"  # (its allow file is fine)
+    code, out = await _muster(*add("ops-2"), cwd=tmp_path, **env)
+    assert code == 0, out
+    logs = "".join(p.read_text(errors="replace") for p in (data / "logs").iterdir() if p.is_file())
+    assert value not in logs and "notifier reloaded" in logs and "pool reloaded" in logs
+
+
+async def test_muster_ps_lists_each_process_and_counts_a_restart_and_muster_reload_reads_webhook_files(tmp_path: Path) -> None:
+    """No command listed a deployment's processes (an earlier session's walk): `muster ps` reads
+    what the running `muster up` says of itself and checks each PID on the machine. Then, in the
+    same deployment (each start of one costs seconds, docs/testing.md), `muster reload`:
+    `_reload_reads_the_webhook_files_added_while_up_runs`."""
+    data = tmp_path / "data"
+    async with _up(tmp_path) as (proc, seen):
         code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
         assert code == 0, said
         listed = {p["name"]: p for p in json.loads(said)["processes"]}
@@ -500,6 +498,7 @@ async def test_muster_ps_lists_each_process_alive_with_its_log_and_counts_a_rest
         code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
         row = next(line.split() for line in said.splitlines() if line.startswith("solver "))
         assert code == 0 and row == ["solver", str(solver["pid"]), "alive", "1", str(data.resolve() / "logs" / "solver.log")], said
+        await _reload_reads_the_webhook_files_added_while_up_runs(proc, seen, tmp_path)
     code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
     assert code != 0 and f"no muster deployment runs in {data}" in said, said
 

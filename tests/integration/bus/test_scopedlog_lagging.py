@@ -29,7 +29,7 @@ from muster.bus.cluster import NODES, ClusterNode, NodeAddress, render_node_conf
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore
-from muster.bus.server import free_ports
+from muster.bus.server import PORT_ATTEMPTS, PortInUse, free_ports
 from muster.bus.streams import ensure_streams
 from tests.fault.delayproxy import Proxy
 
@@ -78,6 +78,21 @@ async def _proxied_cluster(base: Path, proxy: Proxy) -> tuple[list[ProxiedNode],
     return nodes, hosts
 
 
+async def _started_proxied_cluster(base: Path, proxy: Proxy) -> tuple[list[ProxiedNode], dict[tuple[str, str], str]]:
+    """`_proxied_cluster`, started. Its ports are chosen before any node starts (each node's routes
+    name its peers'), so one another process took before its node bound it means a new cluster
+    on new ports (in a directory of its own), as `start_loopback_cluster` does."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        nodes, hosts = await _proxied_cluster(base / f"try-{attempt}", proxy)
+        try:
+            await start_cluster(list(nodes))  # (every node stopped when it raises)
+            return nodes, hosts
+        except PortInUse:
+            if attempt == PORT_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _requested(name: str) -> Append:
     return Append(ClusterRequested(tenant="acme", cluster_id=name, name=name, template="t", provider="p", job_id="j"),
                   msg_id=f"requested/{name}")
@@ -100,10 +115,9 @@ async def _stream_leader_not(nc: object, node: str, tries: int = 6) -> str:
 
 async def test_a_read_through_a_lagging_follower_misses_the_write_unconfirmed_and_has_it_confirmed(tmp_path: Path) -> None:
     proxy = Proxy()
-    nodes, hosts = await _proxied_cluster(tmp_path / "nats", proxy)
+    nodes, hosts = await _started_proxied_cluster(tmp_path / "nats", proxy)
     follower = nodes[-1]
     try:
-        await start_cluster(list(nodes))
         writer = await connect(",".join(n.url for n in nodes if n is not follower), name="writer")
         reader = await connect(follower.url, name="reader", max_reconnect_attempts=0)
         try:

@@ -23,7 +23,6 @@ from contracts.governance import GovernancePut
 from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.server import free_port
 from muster.bus.streams import ensure_streams
 from services.notifier.domain.signing import DELIVERY, SIGNATURE, BadSignature, verify
 from services.notifier.entrypoint import start_notifier
@@ -100,10 +99,10 @@ async def test_a_jobs_end_reaches_the_webhook_signed_and_verifiable(world: tuple
     assert receiver.secret not in json.dumps([e.model_dump(mode="json") for e in events])
 
 
-async def test_a_receiver_that_is_down_is_retried_and_each_attempt_recorded(world: tuple[Any, Webhook]) -> None:
+async def test_a_receiver_that_is_down_is_retried_and_each_attempt_recorded(world: tuple[Any, Webhook], closed_port: int) -> None:
     nc, _ = world
     store = EventStore(nc)
-    await subscribe(store, "down", webhook={"url": f"http://127.0.0.1:{free_port()}/nobody", "secret": "secret://hook",
+    await subscribe(store, "down", webhook={"url": f"http://127.0.0.1:{closed_port}/nobody", "secret": "secret://hook",
                                             "format": "slack"})
     await subscribe(store, "bus", subject="muster.cb.a.jobs")
     bus = await nc.subscribe("muster.cb.a.jobs")
@@ -129,7 +128,8 @@ async def test_notify_test_sends_one_now(world: tuple[Any, Webhook]) -> None:
     assert payload["kind"] == "test"
 
 
-async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_recorded(fresh_nats: str, webhook: Webhook) -> None:
+async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_recorded(fresh_nats: str, webhook: Webhook,
+                                                                                     closed_port: int) -> None:
     """A URL that is itself a credential (a Slack incoming webhook's path, a receiver's
     `?token=`) lives in the notifier's secrets file; the log, the attempts and the answers
     name the reference only, also when the receiver is down."""
@@ -137,7 +137,7 @@ async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_record
         nc = await connect(fresh_nats, name="notifier-test")
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
-        down = f"http://127.0.0.1:{free_port()}/nobody?token=tok-down"
+        down = f"http://127.0.0.1:{closed_port}/nobody?token=tok-down"
         await start_notifier(nc, stack, {"hook": webhook.secret, "hook-url": f"{webhook.url}?token=tok-up", "down-url": down},
                              allowed=LOCAL)
         store = EventStore(nc)

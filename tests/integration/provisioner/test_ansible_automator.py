@@ -15,11 +15,11 @@ from namespaces_support import made
 
 from contracts.tasks import TaskMessage
 from muster import tracing
-from muster.bus.server import free_port
 from services.provisioner import progress
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.ssh import write_private_key
 from services.provisioner.plugins.testing import make_task, next_task
+from tests.ports import refused_port
 
 PLAYBOOK = """
 - hosts: all
@@ -196,8 +196,9 @@ async def test_what_ansible_refuses_before_it_starts_is_not_retried_and_a_refuse
     assert not denied.ok and not denied.permanent and "Permission denied" in denied.error, denied.error
 
     # A port where nothing listens: the node may answer on a retry.
-    closed = node.model_copy(update={"results": {**node.results, "ssh_port": free_port()}})
-    down = await reg.execute(ansible_task(closed, "install", playbook="ping.yml", playbook_dir=str(books)))
+    with refused_port() as port:
+        closed = node.model_copy(update={"results": {**node.results, "ssh_port": port}})
+        down = await reg.execute(ansible_task(closed, "install", playbook="ping.yml", playbook_dir=str(books)))
     assert not down.ok and not down.permanent and "ansible could not reach n1" in down.error, down.error
     ok = await reg.execute(ansible_task(node, "install", playbook="ping.yml", playbook_dir=str(books)))
     assert ok.ok, ok.error

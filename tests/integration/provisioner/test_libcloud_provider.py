@@ -18,7 +18,6 @@ from aiohttp import web
 from cloud_support import UBUNTU_AMI, CuttingProxy, fresh_cloud, moto_ec2
 
 from contracts.tasks import TaskMessage
-from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.libcloud_compute.errors import passing, translate
 from services.provisioner.plugins.builtin.libcloud_compute.provider import LibcloudProvider, _gone, host_keys_from_console
@@ -150,8 +149,8 @@ async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
 
 
 @MODULE_LOOP
-async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginRegistry) -> None:
-    port = free_port()  # nothing listens there
+async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginRegistry, closed_port: int) -> None:
+    port = closed_port
     fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {"host": "127.0.0.1", "port": port, "secure": False}}
     down = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
     assert not down.ok and down.error == f"create: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
@@ -163,11 +162,11 @@ async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginR
 
 
 @MODULE_LOOP
-async def test_credentials_go_where_the_driver_takes_them(cloud_registry: PluginRegistry) -> None:
+async def test_credentials_go_where_the_driver_takes_them(cloud_registry: PluginRegistry, closed_port: int) -> None:
     """azure_arm takes (tenant_id, subscription_id, key, secret): with the first two in
     driver_args, as docs/plugins.md shows, the credentials are its key and secret, not given
     twice. (Its login goes to a loopback address here, where nothing answers.)"""
-    login = f"https://127.0.0.1:{free_port()}/"
+    login = f"https://127.0.0.1:{closed_port}/"
     environment = {"resourceManagerEndpointUrl": login, "activeDirectoryEndpointUrl": login,
                    "activeDirectoryResourceId": login, "storageEndpointSuffix": "core.windows.net"}
     fields = {"driver": "azure_arm", "region": "westeurope",

@@ -6,7 +6,6 @@ not the task's whole time (a check of a node with its link down took 71 s for on
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import asyncssh
@@ -17,15 +16,9 @@ from services.provisioner.plugins.ssh import SshError, SshTarget, connect, write
 from services.provisioner.plugins.testing import make_task
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def test_a_refused_connection_is_named() -> None:
+async def test_a_refused_connection_is_named(closed_port: int) -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
-    target = SshTarget("127.0.0.1", _closed_port(), "root", key, (key.export_public_key().decode(),))
+    target = SshTarget("127.0.0.1", closed_port, "root", key, (key.export_public_key().decode(),))
     with pytest.raises(SshError) as err:
         await connect(target, 5)
     assert str(err.value) == f"cannot connect to {target.address}: connection refused (ECONNREFUSED)"

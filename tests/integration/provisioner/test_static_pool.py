@@ -12,11 +12,11 @@ import asyncssh
 import pytest
 
 from contracts.tasks import TaskMessage, TaskOutcome
-from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.localhost.provider import LocalhostProvider
 from services.provisioner.plugins.ssh import write_private_key
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
+from tests.ports import refused_port
 
 POOL = "lab"
 
@@ -171,8 +171,9 @@ async def test_real_sshd_refusing_the_client_key_or_not_answering_is_retried(ssh
         assert refused.error == f"confirm: ssh login refused for {sshd.user}@127.0.0.1:{sshd.port} (client key not accepted)"
         assert any("Connection closed by authenticating user" in line or "Failed publickey" in line for line in sshd.log), sshd.log[-5:]
     async with pool_registry(tmp_path / "w2", str(sshd.client_key)) as reg:
-        create = pool_task("create", sshd.grant(POOL) | {"port": free_port()})
-        down = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
+        with refused_port() as port:
+            create = pool_task("create", sshd.grant(POOL) | {"port": port})
+            down = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
         assert not down.ok and not down.permanent and "cannot connect to" in down.error, down.error
 
 

@@ -17,7 +17,6 @@ import pytest
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobRolledBack
-from muster.bus.server import free_port
 from muster.catalog.store import apply_catalog
 
 from .conftest import quick_demo_catalog
@@ -75,9 +74,9 @@ async def _ran(stack: Stack, job_id: str) -> dict[str, list[int]]:
     return {task: sorted(tries) for task, tries in attempts.items()}
 
 
-async def test_refused_credentials_are_not_retried_and_an_unreachable_cloud_is(stack: Stack) -> None:
+async def test_refused_credentials_are_not_retried_and_an_unreachable_cloud_is(stack: Stack, closed_port: int) -> None:
     async with _cloud_support().moto_ec2(auth=True) as refusing:
-        nobody = {"host": "127.0.0.1", "port": free_port(), "secure": False}  # nothing listens there
+        nobody = {"host": "127.0.0.1", "port": closed_port, "secure": False}
         await _on_clouds(stack, {"aws": refusing, "down": nobody})
         refused, attempts = await _created(stack, "aws-small")
         assert attempts == {"n1000.create": [1], "n1001.create": [1]}

@@ -24,13 +24,6 @@ pytestmark = [pytest.mark.nats, pytest.mark.timeout(90)]
 SECRETS = ("collector-password", "k3y-in-the-query", "b3arer-of-the-collector")
 
 
-def _closed_port() -> int:
-    """A loopback port nobody listens on: the collector is down."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _line_with(stream: asyncio.StreamReader, marker: str, lines: list[str]) -> None:
     while True:
         line = (await stream.readline()).decode()
@@ -41,8 +34,9 @@ async def _line_with(stream: asyncio.StreamReader, marker: str, lines: list[str]
             return
 
 
-async def test_a_service_whose_collector_is_down_writes_only_json_lines(nats_url: str, nc: Client, tenant: str) -> None:
-    port = _closed_port()
+async def test_a_service_whose_collector_is_down_writes_only_json_lines(nats_url: str, nc: Client, tenant: str,
+                                                                        closed_port: int) -> None:
+    port = closed_port  # the collector is down
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":
            f"http://otel:{SECRETS[0]}@127.0.0.1:{port}/v1/traces?api_key={SECRETS[1]}",
            "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{SECRETS[2]}",

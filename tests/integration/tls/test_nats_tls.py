@@ -159,13 +159,14 @@ async def test_a_service_whose_connection_is_closed_for_good_exits_to_be_started
                 await proc.wait()
 
 
-async def test_the_cli_suggests_tls_only_when_a_server_answered(tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_cli_suggests_tls_only_when_a_server_answered(tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch,
+                                                                closed_port: int) -> None:
     monkeypatch.setenv(CA_ENV, str(ca.cert_path))
     plain = tls_server().replace("tls://", "nats://")
     with pytest.raises(CliError) as answered:
         await asyncio.wait_for(connect_or_fail(plain), 30)
     assert "a TLS server needs a tls:// URL" in str(answered.value), answered.value
-    nobody = f"nats://127.0.0.1:{free_port()}"
+    nobody = f"nats://127.0.0.1:{closed_port}"
     with pytest.raises(CliError) as down:
         await asyncio.wait_for(connect_or_fail(nobody), 30)
     assert f"cannot reach NATS at {nobody}" in str(down.value) and "tls://" not in str(down.value), down.value

@@ -63,19 +63,19 @@ def test_a_data_dir_that_is_not_there_is_named_when_nothing_answers_at_the_defau
     tracker at http://127.0.0.1:8080`, as if muster were down."""
     from muster import cli_bus
     from muster.bus import connect
-    from muster.bus.server import free_port
     from muster.cli import main
-
-    # (defaults where nothing listens: another `muster up` on this machine may have 8080)
-    monkeypatch.setattr(cli_bus, "DEFAULT_TRACKER_URL", f"http://127.0.0.1:{free_port()}")
-    monkeypatch.setattr(connect, "DEFAULT_URL", f"nats://127.0.0.1:{free_port()}")
+    from tests.ports import refused_port
 
     missing = tmp_path / "no-such" / ".muster"
-    for command in (["cluster", "list"], ["cluster", "delete", "c1"]):  # the tracker's read, NATS's request
-        result = CliRunner().invoke(main, [*command, "--data-dir", str(missing)],
-                                    env={"NATS_URL": None, "MUSTER_TRACKER_URL": None})
-        assert result.exit_code == 3, result.output
-        assert f"no data directory {missing}" in result.output, result.output
+    # (defaults where nothing listens: another `muster up` on this machine may have 8080)
+    with refused_port() as tracker, refused_port() as nats:
+        monkeypatch.setattr(cli_bus, "DEFAULT_TRACKER_URL", f"http://127.0.0.1:{tracker}")
+        monkeypatch.setattr(connect, "DEFAULT_URL", f"nats://127.0.0.1:{nats}")
+        for command in (["cluster", "list"], ["cluster", "delete", "c1"]):  # the tracker's read, NATS's request
+            result = CliRunner().invoke(main, [*command, "--data-dir", str(missing)],
+                                        env={"NATS_URL": None, "MUSTER_TRACKER_URL": None})
+            assert result.exit_code == 3, result.output
+            assert f"no data directory {missing}" in result.output, result.output
 
 
 def test_where_it_looked_names_each_file_once() -> None:

@@ -382,16 +382,15 @@ def test_the_console_exporter_writes_a_json_line_per_span_to_stderr(capsys: Any)
     assert [json.loads(line)["name"] for line in err.splitlines()] == ["inner", "outer"]
 
 
-def test_muster_up_warns_when_nothing_answers_at_the_collector() -> None:
+def test_muster_up_warns_when_nothing_answers_at_the_collector(closed_port: int) -> None:
     """Walked in session 26: with OTEL_EXPORTER_OTLP_ENDPOINT naming a port nothing listens on,
     `muster up` said where the spans go and nothing else; every span was dropped, and each
     command waited its 2 s at its exit (docs/benchmarks.md, "Tracing: no collector")."""
     import socket
 
-    from muster.bus.server import free_port
     from muster.tracing.sdk import collector_silent
 
-    closed = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    closed = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port}"}
     said = collector_silent(closed)
     assert said is not None and said.startswith(f"nothing answers at {closed['OTEL_EXPORTER_OTLP_ENDPOINT']}/v1/traces"), said
     assert "OTEL_TRACES_EXPORTER=console" in said
