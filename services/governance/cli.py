@@ -198,11 +198,7 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     tenant, answer = await ask_in(bus, "list", "policy", as_json, "policy list")
     # A policy applied before a check of `policy apply` denies every operation (fail closed,
     # `stored.compile_all`): its author is told here too, where the tenant's policies are read.
-    failing = []
-    for i in answer.items:
-        compiled, found = stored.problems(i["name"], str(i["entity"].get("source", "")), int(i["version"]))
-        if compiled is None:
-            failing.append(stored.fails_closed(i["name"], int(i["version"]), found))
+    failing = stored.listed_warnings(answer.items)
     if as_json:  # with the warnings a script reads
         echo_json(answer.model_copy(update={"warnings": [*answer.warnings, *failing]}).model_dump(mode="json"))
         return

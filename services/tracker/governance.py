@@ -21,6 +21,7 @@ from contracts import subjects
 from contracts.governance import Schedule
 from contracts.identity import Scope
 from services.auth.domain.authz import may_see_schedule
+from services.governance.domain import stored
 from services.governance.domain.operation_text import operation_text
 from services.governance.domain.schedules import describe, listed_due
 from services.governance.store import read_entries, with_deliveries, with_ends
@@ -87,9 +88,15 @@ async def get_governance(request: web.Request) -> web.Response:
         return web.json_response({"items": await denials(store, tenant)})
     items = await listing(store, tenant, KINDS[what])
     if every:
-        return web.json_response({"items": items})
+        # A policy stored before a check it fails denies every operation it judges (decision 49):
+        # said here as `muster policy list --json` and the console say it.
+        return web.json_response({"items": items, **({"warnings": warned} if (warned := _failing(what, items)) else {})})
     return web.json_response({"items": _seen(request, tenant, items),
                               "warnings": [schedules_shown(request[auth_.AUTHZ].principal.id, tenant)]})
+
+
+def _failing(what: str, items: list[dict[str, Any]]) -> list[str]:
+    return stored.listed_warnings(items) if what == "policies" else []
 
 
 async def get_governance_entry(request: web.Request) -> web.Response:

@@ -13,6 +13,7 @@ applied before a check").
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
@@ -47,6 +48,28 @@ def fails_closed(name: str, version: int, found: list[str]) -> str:
     room = MAX_MESSAGE_CHARS - len(head) - len(more) - len(tail)
     said = found[0].removeprefix(f"policy {name!r} ") if found else "no longer compiles"
     return head + (said if len(said) <= room else said[: room - 3] + "...") + more + tail
+
+
+@functools.lru_cache(maxsize=256)
+def failed(name: str, version: int, source: str) -> tuple[str, ...]:
+    """The checks a stored policy fails (none: it is judged as written), compiled once per version
+    by a reader that lists policies (the console, the tracker's HTTP list)."""
+    compiled, found = problems(name, source, version)
+    return () if compiled is not None else tuple(found) or ("no longer compiles",)
+
+
+def listed_warnings(items: Sequence[dict[str, object]]) -> list[str]:
+    """`fails_closed` of each listed policy (`name`, `version`, `entity.source`) that fails a
+    check, as `muster policy list --json` carries them."""
+    out = []
+    for item in items:
+        entity = item.get("entity")
+        source = str(entity.get("source", "")) if isinstance(entity, dict) else ""
+        name, version = str(item.get("name")), int(str(item.get("version") or 0))
+        found = failed(name, version, source)
+        if found:
+            out.append(fails_closed(name, version, list(found)))
+    return out
 
 
 def compile_all(sources: Sequence[tuple[str, str, int]]) -> list[CompiledPolicy]:

@@ -13,7 +13,6 @@ the signed-in person's own token (decision 17, as job control); the planner chec
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from aiohttp import web
@@ -56,14 +55,7 @@ def failing(item: dict[str, Any]) -> list[str]:
     """The checks of `policy apply` a stored policy fails (none: it is judged as written), each
     without the policy's name, which the page says beside it."""
     name, version = str(item["name"]), int(item["version"])
-    return [f.removeprefix(f"policy {name!r} ") for f in _failed(name, version, str(item["entity"].get("source", "")))]
-
-
-@functools.lru_cache(maxsize=256)
-def _failed(name: str, version: int, source: str) -> tuple[str, ...]:
-    # Compiled once per version (rego-cpp, as the planner's policy child and `policy list` do).
-    compiled, found = stored.problems(name, source, version)
-    return () if compiled is not None else tuple(found) or ("no longer compiles",)
+    return [f.removeprefix(f"policy {name!r} ") for f in stored.failed(name, version, str(item["entity"].get("source", "")))]
 
 
 

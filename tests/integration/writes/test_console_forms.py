@@ -194,7 +194,8 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     status, page = await writer.get("/ui/clusters/new?template=hadoop-smal")  # a mistyped link says so
     assert status == 404 and "there is no template 'hadoop-smal'" in html.unescape(_field_error(page, "template"))
     before = served.log()
-    for fields, field, words in (([("op", "delete"), ("confirm", "f2")], "confirm", "type the cluster's name, f1"),
+    for fields, field, words in (([("op", "delete"), ("confirm", "f2")], "confirm", "'f2' does not match the cluster's name, f1"),
+                                 ([("op", "delete"), ("confirm", "")], "confirm", "type the cluster's name, f1"),
                                  ([("op", "restart"), ("rolling", "half")], "rolling", "neither a number of nodes"),
                                  ([("op", "configure"), ("config", "[1]")], "config", "must be a JSON object"),
                                  ([("op", "expand"), ("nodes", "2")], "nodes", "expand needs more than the cluster's 3 nodes")):
