@@ -10,37 +10,24 @@ test_job_id_typos.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import click
 import pytest
 from click.testing import CliRunner
 
 from muster.cli import main
 from muster.cli_support import Duration, FilePath, WholeNumber
-
-
-def commands(cmd: click.Command = main, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    ctx = click.Context(cmd, info_name=" ".join(path) or "muster")
-    if isinstance(cmd, click.Group):
-        for name in cmd.list_commands(ctx):
-            sub = cmd.get_command(ctx, name)
-            assert sub is not None
-            yield from commands(sub, (*path, name))
-    else:
-        yield path, cmd
-
+from tests.unit.client.test_help_texts import commands
 
 BAD: dict[type, tuple[str, ...]] = {WholeNumber: ("abc", "1.5", "9" * 30), Duration: ("abc", "-1"), click.Choice: ("nosuch",),
                                     FilePath: ("\x00", "", "é" * 200)}
-CASES = [(path, param, bad) for path, cmd in commands() for param in cmd.params if not getattr(param, "is_flag", False)
+CASES = [(tuple(name.split()), param, bad) for name, cmd in commands() for param in cmd.params if not getattr(param, "is_flag", False)
          for kind, values in BAD.items() if isinstance(param.type, kind) for bad in values]
 
 
 def test_every_number_option_is_muster_s() -> None:
     """Click's INT, FLOAT, IntRange and FloatRange say a bad value in click's words: every option
     in a number takes a `WholeNumber` or a `Duration` (seconds)."""
-    clicks = sorted(f"{' '.join(path)} {p.opts[0]}" for path, cmd in commands() for p in cmd.params
+    clicks = sorted(f"{name} {p.opts[0]}" for name, cmd in commands() for p in cmd.params
                     if isinstance(p.type, click.types.IntParamType | click.types.FloatParamType) and not isinstance(p.type, WholeNumber))
     assert clicks == []
     assert len([c for c in CASES if isinstance(c[1].type, WholeNumber)]) > 40  # (the walk found them)
