@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -159,3 +160,37 @@ def describe_validation_error(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"])  # none: a rule between fields, said alone
         parts.append(f"{loc}: {problem_text(e)}" if loc else problem_text(e))
     return "; ".join(parts)
+
+
+def typed_strictly(validate: Callable[[bool], Any]) -> Any:
+    """`validate(strict=False)`'s value, refused for the values strict mode finds of another JSON
+    type than their field's (JSON_TYPE_ERRORS) only: strict mode also refuses a date for a
+    time and other strings lax mode reads well. Refused by lax mode too (a field missing), the
+    refusal has both (every problem at once)."""
+    lax: ValidationError | None = None
+    try:
+        value = validate(False)
+    except ValidationError as err:
+        lax = err
+    try:
+        validate(True)
+        wrong: list[Any] = []
+    except ValidationError as strict:
+        wrong = [_detail(e) for e in strict.errors() if e["type"] in JSON_TYPE_ERRORS]
+    if lax is None:
+        if not wrong:
+            return value
+        raise ValidationError.from_exception_data("body", wrong)
+    said = {tuple(e["loc"]) for e in lax.errors()}
+    more = [e for e in wrong if tuple(e["loc"]) not in said]
+    if not more:
+        raise lax
+    try:
+        combined = ValidationError.from_exception_data("body", [_detail(e) for e in lax.errors()] + more)
+    except (TypeError, ValueError, KeyError):  # (an error pydantic cannot rebuild: lax mode's own words)
+        raise lax from None
+    raise combined
+
+
+def _detail(error: Any) -> Any:
+    return {"type": error["type"], "loc": error["loc"], "input": error["input"], **({"ctx": error["ctx"]} if "ctx" in error else {})}

@@ -80,7 +80,9 @@ def not_strict_json(data: bytes) -> str | None:
         strict_json(data.decode("utf-8"))
     except NotJson as err:
         return err.said()
-    except ValueError:  # (UnicodeDecodeError and JSONDecodeError: pydantic names them)
+    except UnicodeDecodeError as err:  # (pydantic said "Invalid JSON: expected value at line 1 column 1")
+        return f"is not UTF-8 JSON: byte {err.start} ({data[err.start:err.start + 1]!r}) is not UTF-8"
+    except ValueError:  # (JSONDecodeError: pydantic names it)
         return None
     return None
 

@@ -28,6 +28,7 @@ from .cli_support import (
     EXIT_INVALID,
     EXIT_UNREACHABLE,
     CliError,
+    FilePath,
     command,
     credentials_failed,
     echo_json,
@@ -170,7 +171,7 @@ def user() -> None:
 @click.option("--service", type=click.Choice(list(SERVICE_KINDS)), default=None,
               help="for --role service: which")
 @click.option("--expires", default=None, help="the first token's lifetime (30d, 12h...; default: until revoked)")
-@click.option("--save", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write the first token to this credentials file")
+@click.option("--save", type=FilePath(dir_okay=False, path_type=Path), default=None, help="write the first token to this credentials file")
 @bus_options(tenant=False)
 @json_option
 @command
@@ -218,7 +219,7 @@ def token() -> None:
 @click.option("--for", "principal", default=None, help="another principal you administer (default: you)")
 @click.option("--expires", default=None, help="lifetime: 30d, 12h, 15m... (default: until revoked)")
 @click.option("--name", default="", help="what the token is for")
-@click.option("--save", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write it to this credentials file (0600)")
+@click.option("--save", type=FilePath(dir_okay=False, path_type=Path), default=None, help="write it to this credentials file (0600)")
 @bus_options(tenant=False)
 @json_option
 @command

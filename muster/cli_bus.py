@@ -46,7 +46,16 @@ from .bus.connect import (
     saved_url,
 )
 from .bus.eventstore import ConcurrencyError, StoreError
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, credentials_failed, new_token, translates
+from .cli_support import (
+    EXIT_DENIED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    FilePath,
+    credentials_failed,
+    new_token,
+    translates,
+)
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
 from .tls.context import TlsError, TlsRefused, http_connector, http_ssl
 
@@ -113,7 +122,7 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
             finally:
                 DATA_DIR.reset(given)
 
-        g: Any = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
+        g: Any = click.option("--data-dir", type=FilePath(file_okay=False, path_type=Path), default=Path(".muster"),
                               show_default=True, envvar="MUSTER_DATA_DIR",
                               help="where `muster up` saved the NATS and tracker URLs and the credentials ($MUSTER_DATA_DIR)")(wrapper)
         g = click.option("--tracker-url", "tracker_url", default=None,

@@ -210,6 +210,63 @@ class Duration(click.ParamType[float]):
         return found
 
 
+class WholeNumber(click.IntRange):
+    """A count, a port, a priority: a whole number within [`least`, `most`] (either open), said
+    in muster's words as `Duration` is: `-n abc` was "'abc' is not a valid integer range" and
+    `-n 0` "0 is not in the range x>=1" (click's). The range still shows in `--help`."""
+
+    name = "integer"
+
+    def __init__(self, least: int | None = None, most: int | None = None) -> None:
+        super().__init__(min=least, max=most)
+
+    def wants(self) -> str:
+        bounds = [f"at least {self.min}" if self.min is not None else "", f"at most {self.max}" if self.max is not None else ""]
+        return " and ".join(b for b in bounds if b)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        wants = self.wants()
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value  # (a default)
+        else:
+            text = str(value).strip()
+            if not re.fullmatch(r"[+-]?[0-9]+", text):
+                self.fail(f"{str(value)[:40]!r} is not a whole number{': give ' + wants if wants else ''}", param, ctx)
+            if len(text.lstrip("+-0")) > 18:  # (int() of 5,000 digits raises; no option wants one)
+                self.fail(f"{text[:40] + ('…' if len(text) > 40 else '')!r} is out of range{': give ' + wants if wants else ' (over 18 digits)'}", param, ctx)
+            number = int(text)
+        if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
+            self.fail(f"{str(value)[:40]!r} is out of range: give {wants}", param, ctx)
+        return number
+
+
+NAME_MAX, PATH_MAX = 255, 4096
+"""Linux's limits on a file name and a path, in bytes."""
+
+
+def path_problem(text: str) -> str | None:
+    """What makes `text` no path a file system takes, before it is opened (open() raised
+    ValueError on a NUL, OSError 'File name too long' came out as an internal error, and an
+    empty path was the current folder)."""
+    if not text:
+        return "is empty: give a path"
+    if "\x00" in text:
+        return "has a NUL character: no path has one"
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in text.split("/"))
+    if longest > NAME_MAX or len(text.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return f"is too long for a path (a name takes at most {NAME_MAX} bytes, a path {PATH_MAX})"
+    return None
+
+
+class FilePath(click.Path):
+    """click's Path, refusing what no file system takes (`path_problem`) naming the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and (problem := path_problem(value)) is not None:
+            self.fail(f"{value[:40] + ('…' if len(value) > 40 else '')!r} {problem}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="print JSON (one document per line) for scripts")(f)
 
@@ -225,6 +282,8 @@ def parse_json_arg(text: str, what: str) -> Any:
     source = what
     if text.startswith("@"):
         path = Path(text[1:])
+        if (problem := path_problem(text[1:])) is not None:
+            raise CliError(f"{what}: {text[1:41]!r} {problem}")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as err:

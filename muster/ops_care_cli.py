@@ -16,7 +16,7 @@ from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairClust
 
 from . import durations
 from .cli_bus import Bus
-from .cli_support import CliError, echo_json
+from .cli_support import CliError, WholeNumber, echo_json
 from .client import ClusterInfo
 from .cluster_reads_cli import cluster_read
 from .ops_session import Options, Session, chosen, cluster_op, job_op, out, read_cluster
@@ -33,7 +33,7 @@ def seconds(text: str, option: str) -> float:
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """`--rolling N|P%` and `--tolerate N`: a batch of nodes at a time (docs/planner.md)."""
-    f = click.option("--tolerate", type=click.IntRange(0), default=0, show_default=True,
+    f = click.option("--tolerate", type=WholeNumber(0), default=0, show_default=True,
                      help="with --rolling: nodes that may fail before the change stops and rolls back")(f)
     return click.option("--rolling", default=None, metavar="N|P%",
                         help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
@@ -67,7 +67,7 @@ async def apply(plan_id: str, opts: Options) -> None:
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
 @click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
-@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version (`cluster show` prints it)")
+@click.option("--if-version", type=WholeNumber(1), default=None, help="refuse unless the cluster is at this version (`cluster show` prints it)")
 @job_op
 async def extend_lease(cluster_ref: str, add: str | None, until: str | None, opts: Options) -> None:
     """Move CLUSTER's lease expiry later, within its template's step and max."""

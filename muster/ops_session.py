@@ -101,7 +101,7 @@ def _op_options(dry_run: bool, if_version: bool = True) -> Callable[[Callable[..
             g = click.option("--dry-run", is_flag=True,
                              help="print the layout and the plan and save it (`cluster apply PLAN_ID`); execute nothing")(g)
         if dry_run and if_version:
-            g = click.option("--if-version", type=click.IntRange(1), default=None,
+            g = click.option("--if-version", type=cli_support.WholeNumber(1), default=None,
                              help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
         g = click.option("--timeout", default=3600.0, show_default=True, type=cli_support.Duration(),
                          help="how long --wait waits at most (seconds, or 90s, 10m, 2h)")(g)

@@ -17,7 +17,7 @@ from contracts.subjects import ANONYMOUS
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore
 from muster.cli_bus import Bus, bus_options, open_client
-from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
+from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, FilePath, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
 from muster.help_group import WholeHelpGroup
 from muster.tables import Output, print_rows
@@ -41,7 +41,7 @@ err = Output(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _plugins_option(f: Any) -> Any:
-    return click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+    return click.option("--plugins-dir", multiple=True, type=FilePath(file_okay=False, path_type=Path),
                         help="extra plugin folders whose descriptors apply (as the provisioners load them)")(f)
 
 
@@ -118,7 +118,7 @@ def catalog() -> None:
 
 
 @catalog.command("validate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=FilePath(path_type=Path))
 @_plugins_option
 @json_option
 @guarded
@@ -140,7 +140,7 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
 
 
 @catalog.command("apply")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=FilePath(path_type=Path))
 @bus_options
 @_plugins_option
 @click.option("--by", default=None, help="who is applying, without a token (with one, the log records its principal)")
@@ -227,7 +227,7 @@ UNNAMED = "the token's principal"
 
 
 @catalog.command("diff")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=FilePath(path_type=Path))
 @bus_options
 @_plugins_option
 @json_option

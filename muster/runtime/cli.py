@@ -27,7 +27,18 @@ from muster.bus.server import DataDirBusy, ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
-from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, run, translates
+from muster.cli_support import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    Duration,
+    FilePath,
+    WholeNumber,
+    run,
+    translates,
+)
 from muster.client import MusterClient
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
@@ -54,7 +65,7 @@ milliseconds; the CLI's reads wait as long for an answer's start: muster.tracker
 
 def _data_dir_option(f: Any) -> Any:
     return click.option(
-        "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+        "--data-dir", type=FilePath(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
         envvar="MUSTER_DATA_DIR", help="where nats-server keeps its store and the services their logs ($MUSTER_DATA_DIR)",
     )(f)
 
@@ -240,26 +251,26 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 
 @click.command("up")
 @_data_dir_option
-@click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
-@click.option("--catalog", "catalog_dir", type=click.Path(exists=True, path_type=Path),
+@click.option("--tracker-port", default=8080, show_default=True, type=WholeNumber(0, 65535), help="0 = any free port")
+@click.option("--catalog", "catalog_dir", type=FilePath(exists=True, path_type=Path),
               help="apply this catalog: a Coopr-format folder, or a YAML or JSON file of entities (as `muster catalog apply` reads)")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenants,
               help="the tenant (or several, comma-separated) the catalog is applied to and the provisioner serves")
-@click.option("--capacity", default=8, show_default=True, type=click.IntRange(1, 10_000),
+@click.option("--capacity", default=8, show_default=True, type=WholeNumber(1, 10_000),
               help="provisioner workers (per provisioner process)")
-@click.option("--planners", default=1, show_default=True, type=click.IntRange(1, 16),
+@click.option("--planners", default=1, show_default=True, type=WholeNumber(1, 16),
               help="planner processes; they share the clusters (docs/scaling.md)")
 @click.option("--autoscale", is_flag=True, help="start and drain provisioner processes on the planners' recommendation")
-@click.option("--autoscale-min", default=1, show_default=True, type=click.IntRange(0, 64), help="provisioner processes at least")
-@click.option("--autoscale-max", default=4, show_default=True, type=click.IntRange(1, 64), help="provisioner processes at most")
-@click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
+@click.option("--autoscale-min", default=1, show_default=True, type=WholeNumber(0, 64), help="provisioner processes at least")
+@click.option("--autoscale-max", default=4, show_default=True, type=WholeNumber(1, 64), help="provisioner processes at most")
+@click.option("--autoscale-cooldown", default=30.0, show_default=True, type=Duration(0), help="seconds between two changes")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
 @click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
               help="the notifier's, the pool service's and the planners': a webhook or a pool callback may go to this host name or "
                    "address range besides public addresses, on every port or on :PORT only; TENANT=: that tenant's webhooks and callbacks only "
                    f"(repeatable; ${ALLOW_ENV} too; {DOC})")
-@click.option("--policy-deadline", default=None, type=click.FloatRange(0.1, 60.0),
+@click.option("--policy-deadline", default=None, type=Duration(0.1, 60.0),
               help="every planner's --policy-deadline: seconds one policy may evaluate before it denies the request "
                    "(default: the planner's; docs/governance.md)")
 @network_options
@@ -442,7 +453,7 @@ def down(data_dir: Path, timeout: float) -> None:
 
 @click.command("demo")
 @_data_dir_option
-@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50),
+@click.option("--nodes", default=5, show_default=True, type=WholeNumber(2, 50),
               help="the demo cluster's nodes (not with --real or --pool: their stories have sizes of their own)")
 @click.option("--tenant", default="default", show_default=True, callback=_checked_tenant,
               help="the tenant the demo catalog and cluster go to")

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from muster.cli_support import echo_json, guarded, json_option, running_deployment
+from muster.cli_support import FilePath, echo_json, guarded, json_option, running_deployment
 from muster.tables import out, print_rows
 
 UP = "muster up"
@@ -76,7 +76,7 @@ def processes(state: dict[str, Any], data_dir: Path, is_alive: Any = alive) -> l
 
 
 @click.command("ps")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+@click.option("--data-dir", type=FilePath(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
               envvar="MUSTER_DATA_DIR", help="the deployment's data directory ($MUSTER_DATA_DIR)")
 @json_option
 @guarded

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_HEADER, ALLOW_FILE_OPTION
-from muster.cli_support import EXIT_FAILED, CliError, guarded, running_deployment
+from muster.cli_support import EXIT_FAILED, CliError, FilePath, guarded, running_deployment
 
 SECRETS_ENV = "MUSTER_NOTIFIER_SECRETS"
 RELOAD_SIGNAL = signal.SIGUSR2
@@ -51,7 +51,7 @@ def _made(data_dir: Path, name: str, first: str) -> Path:
 
 
 @click.command("reload")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+@click.option("--data-dir", type=FilePath(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
               envvar="MUSTER_DATA_DIR", help="the deployment's data directory ($MUSTER_DATA_DIR)")
 @guarded
 def reload(data_dir: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded, running_deployment
+from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, FilePath, guarded, running_deployment
 from muster.help_group import WholeHelpGroup
 
 
@@ -32,9 +32,9 @@ def _spec(text: str) -> tuple[str, list[str]]:
 
 @tls.command("issue")
 @click.argument("specs", nargs=-1, required=True, metavar="NAME=HOST[,HOST...]...")
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--dir", "folder", type=FilePath(file_okay=False, path_type=Path), required=True,
               help="the CA's folder (ca.pem, ca.key: made when missing); certificates go to servers/ or clients/")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=FilePath(file_okay=False, path_type=Path), default=None,
               help="where the certificates and a copy of ca.pem go (default: --dir); keeps the CA's key apart")
 @click.option("--client", is_flag=True, help="client certificates (mutual TLS), not servers'")
 @click.option("--renew", is_flag=True, help="new keys and certificates even where valid ones exist (rotation)")
@@ -64,7 +64,7 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
 
 
 @tls.command("rotate")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+@click.option("--data-dir", type=FilePath(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
               envvar="MUSTER_DATA_DIR", help="the deployment's data directory ($MUSTER_DATA_DIR)")
 @guarded
 def rotate(data_dir: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import structlog
 
+from muster.cli_support import FilePath
 from muster.runtime.logs import configure_logging
 from muster.runtime.service import first_of
 
@@ -37,11 +38,11 @@ async def _run(service: AuthService) -> None:
 
 @click.command("auth")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
-@click.option("--keys-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--keys-dir", type=FilePath(file_okay=False, path_type=Path), default=None,
               help="folder of issuer.seed and bus.secret (default: $MUSTER_AUTH_ISSUER_SEED and $MUSTER_BUS_SECRET)")
-@click.option("--bootstrap", "bootstrap_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--bootstrap", "bootstrap_file", type=FilePath(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON of the tenants and principals to make on first start (muster up writes it)")
-@click.option("--idp", "idp_file", envvar="MUSTER_IDP", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--idp", "idp_file", envvar="MUSTER_IDP", type=FilePath(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON config of an identity provider whose JWTs are accepted too (docs/security.md)")
 @click.option("--print-env", is_flag=True, help="print the keys as a compose .env (made in --keys-dir if missing) and exit")
 def main(nats_url: str | None, keys_dir: Path | None, bootstrap_file: Path | None, idp_file: Path | None, print_env: bool) -> None:

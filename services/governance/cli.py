@@ -27,6 +27,9 @@ from muster.cli_support import (
     EXIT_INVALID,
     EXIT_UNREACHABLE,
     CliError,
+    Duration,
+    FilePath,
+    WholeNumber,
     command,
     echo_json,
     guarded,
@@ -150,7 +153,7 @@ def policy() -> None:
 
 
 @policy.command("apply")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=FilePath(exists=True, dir_okay=False, path_type=Path))
 @click.option("--description", default="", help="what the policies are for (default: the first sentence of each file's leading comment)")
 @click.option("--name", "given_name", default=None, metavar="NAME",
               help=f"the policy's name, with one FILE (default: the file's name without .rego); {NAME_RULE}")
@@ -234,11 +237,11 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 
 
 @policy.command("test")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.argument("file", type=FilePath(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_file", required=True, type=FilePath(exists=True, dir_okay=False, path_type=Path),
               help="the input document (JSON or YAML): request, cluster, layout, plan, cost... (docs/governance.md), or a "
                    "dry run's answer (`muster cluster ... --dry-run --json`), which carries it")
-@click.option("--deadline", default=POLICY_DEADLINE_S, show_default=True, type=click.FloatRange(0.1, 60.0),
+@click.option("--deadline", default=POLICY_DEADLINE_S, show_default=True, type=Duration(0.1, 60.0),
               help="seconds the policy may evaluate, as the planner's --policy-deadline")
 @json_option
 @guarded
@@ -289,7 +292,7 @@ def rule() -> None:
 @rule.command("add")
 @click.argument("name")
 @click.option("--operation", "-o", "operations", multiple=True, help="an operation verb (create, delete...); repeat; default: any")
-@click.option("--min-nodes", type=click.IntRange(1), default=None, help="the cluster has at least this many nodes once done")
+@click.option("--min-nodes", type=WholeNumber(1), default=None, help="the cluster has at least this many nodes once done")
 @click.option("--cluster", "clusters", multiple=True, help="cluster names (shell patterns: prod-*); repeat")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="a cluster label that must be set so; repeat")
 @click.option("--allow-self-approval", is_flag=True, help="the requester may approve its own job")

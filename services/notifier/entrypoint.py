@@ -27,7 +27,7 @@ from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore
-from muster.cli_support import CliError
+from muster.cli_support import CliError, FilePath
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
@@ -161,7 +161,7 @@ async def _unsubscribe(sub: Any) -> None:
               help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
                    "public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's webhooks only "
                    f"(acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
-@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE",
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, type=FilePath(), metavar="FILE",
               help=f"more {ALLOW_OPTION} entries, one or more a line (# comments); read again, with the secrets file, on "
                    f"SIGHUP (`muster reload`) (${ALLOW_FILE_ENV})")
 def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...], allow_file: str | None) -> None:

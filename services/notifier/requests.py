@@ -18,7 +18,9 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from contracts import subjects
+from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Subscription
+from contracts.limits import not_strict_json
 from muster.bus.answers import answer_on_inbox
 from services.auth.domain.authz import Decision, may_govern, unmade_tenant
 from services.auth.domain.state import IdentityState
@@ -35,6 +37,10 @@ Lookup = Callable[[str, str | None], Awaitable[Subscription | None]]
 """(tenant, name) -> a subscription just made, which the mirror has not folded yet."""
 
 
+class NotARequest(ValueError):
+    """A body that is not strict JSON (NaN, -1e999, nesting past the limit)."""
+
+
 class NotifierRequests:
     def __init__(self, notifier: Notifier, deliveries: Deliveries, from_log: Lookup,
                  identity: Callable[[], IdentityState | None]) -> None:
@@ -43,6 +49,8 @@ class NotifierRequests:
     async def on_request(self, msg: Msg) -> None:
         try:
             tenant, principal, rest = subjects.parse_request(msg.subject.replace(subjects.GOV, "muster.ops", 1))
+            if (not_json := not_strict_json(msg.data)) is not None:  # (as the governance service reads its requests)
+                raise NotARequest(f"the body {not_json}")
             request = GovernanceRequest.model_validate_json(msg.data)
             allowed = self._may(principal, tenant)
             unmade = self._unmade(principal, tenant)
@@ -54,8 +62,12 @@ class NotifierRequests:
                 reply = await self.check(tenant, request)
             else:
                 reply = await self.test(tenant, request)
-        except (subjects.SubjectError, ValidationError) as err:
-            reply = GovernanceAnswer(ok=False, reason=str(err)[:500])
+        except NotARequest as err:
+            reply = GovernanceAnswer(ok=False, reason=f"not a governance request: {err}", code="invalid")
+        except ValidationError as err:  # pydantic's own text was the answer ("1 validation error for ... errors.pydantic.dev")
+            reply = GovernanceAnswer(ok=False, reason=f"not a governance request: {describe_validation_error(err)}"[:2000], code="invalid")
+        except subjects.SubjectError as err:
+            reply = GovernanceAnswer(ok=False, reason=str(err)[:500], code="invalid")
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("notifier request failed", subject=msg.subject)
             reply = GovernanceAnswer(ok=False, reason="internal error in the notifier; see its log")

@@ -12,6 +12,7 @@ concurrent changes are kept apart by the catalog's fence on its last sequence, n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +40,8 @@ from muster.catalog.store import append_changes, check_apply, plan_changes, read
 from muster.ports.eventlog import EventLog
 from services.auth.domain.authz import Decision, how_to_get, may, unmade_tenant
 from services.auth.domain.state import IdentityState
+
+TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}
 
 log = structlog.get_logger("muster.planner")
 
@@ -85,6 +88,14 @@ class CatalogWrites:
         subjects.token(tenant, "tenant")
         if (not_json := not_strict_json(data)) is not None:
             return Rejected(reason=f"not a catalog request: the body {not_json}", code="invalid")
+        try:
+            body = json.loads(data)
+        except ValueError:  # (no body, not JSON: the contract's parse below says so)
+            body = None
+        if isinstance(body, dict) and "type" not in body:
+            # The subject's verb says which request it is, as an operation's does: without `type`
+            # it read "Unable to extract tag using discriminator 'type'", naming no field.
+            data = json.dumps({"type": TYPE_OF[verb], **body}).encode() if verb in TYPE_OF else data
         try:
             request = CATALOG_REQUEST_ADAPTER.validate_json(data)
         except ValidationError as err:

@@ -27,6 +27,7 @@ from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.spend import NatsSpend
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.cli_support import Duration, FilePath, WholeNumber
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, AllowError
 from muster.routing import batch_router, router
 from muster.runtime.service import SERVICE_URL_HELP, main_for
@@ -183,28 +184,28 @@ async def _unsubscribe(sub: Any) -> None:
 @click.command("planner")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
-@click.option("--max-attempts", default=3, show_default=True, help="attempts per task before the job fails")
+@click.option("--max-attempts", default=3, show_default=True, type=WholeNumber(1), help="attempts per task before the job fails")
 @click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True,
               help="eager: a task runs once what it waits for is done; staged: a stage at a time (docs/planner.md)")
-@click.option("--task-timeout", default=900.0, show_default=True, type=click.FloatRange(0.01),
+@click.option("--task-timeout", default=900.0, show_default=True, type=Duration(0.01),
               help="seconds without an outcome after which a task attempt counts as failed")
-@click.option("--action-timeout", default=600.0, show_default=True, type=click.FloatRange(0.01),
+@click.option("--action-timeout", default=600.0, show_default=True, type=Duration(0.01),
               help="time limit given to plugins for one action")
-@click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1),
+@click.option("--ack-wait", default=30.0, show_default=True, type=Duration(0.1),
               help="seconds before an unacknowledged event is delivered to this planner again")
-@click.option("--shards", default=DEFAULT_SHARDS, show_default=True, type=click.IntRange(1, 1024),
+@click.option("--shards", default=DEFAULT_SHARDS, show_default=True, type=WholeNumber(1, 1024),
               help="shards the clusters are split into (the same for every planner)")
-@click.option("--lease-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.FloatRange(1.0),
+@click.option("--lease-ttl", default=DEFAULT_TTL_S, show_default=True, type=Duration(1.0),
               help="seconds after which a dead planner's shards are taken over")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N",
               help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
 @click.option("--policy-deadline", envvar=POLICY_DEADLINE_ENV, default=POLICY_DEADLINE_S, show_default=True,
-              type=click.FloatRange(0.1, 60.0),
+              type=Duration(0.1, 60.0),
               help=f"seconds one policy may evaluate before it denies the request (${POLICY_DEADLINE_ENV} too; docs/governance.md)")
 @click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="the pool service's setting, with which the planner checks a pool callback when no pool service "
                    f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
-@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE", help=ALLOW_FILE_HELP)
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, type=FilePath(), metavar="FILE", help=ALLOW_FILE_HELP)
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
          action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...],
          policy_deadline: float, allow: tuple[str, ...], allow_file: str | None) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
-from contracts.errors import describe_validation_error
+from contracts.errors import describe_validation_error, typed_strictly
 from contracts.limits import MAX_REQUEST_BYTES, NotJson, json_size, over_budget, strict_json
 from contracts.secrets import refused as refused_secrets
 from contracts.secrets import secrets_in_clear
@@ -65,8 +65,11 @@ def parse(verb: str, data: bytes) -> Any:
     body.setdefault("type", expected)
     if body["type"] != expected:
         raise Refused(f"operation {verb!r} takes a {expected} command, not {body['type']!r}")
+    typed = json.dumps(body)
     try:
-        return COMMAND_ADAPTER.validate_python(body)
+        # JSON's types as the tracker's write routes take them: `"nodes": "3"` was read as 3 on
+        # the bus and refused over HTTP (`'3' is text: give a whole number, without quotes`).
+        return typed_strictly(lambda strict: COMMAND_ADAPTER.validate_json(typed, strict=strict))
     except ValidationError as err:
         where = err.errors()[0]["loc"] if err.errors() else ()
         raise Refused(f"invalid {expected}: {describe_validation_error(err)}", code="invalid",

@@ -16,7 +16,9 @@ import structlog
 from pydantic import ValidationError
 
 from contracts import subjects
+from contracts.errors import describe_validation_error
 from contracts.events import JobRequested
+from contracts.limits import not_strict_json
 from contracts.steps import StepOutcomes, StepOutcomesQuery
 from muster.stepoutcomes import step_outcomes
 from services.auth.domain.buspermissions import provisioner_queues
@@ -34,10 +36,12 @@ class StepReads:
         self.planner, self.identities = planner, identities
 
     async def answer(self, tenant: str, principal: str, data: bytes) -> StepOutcomes | None:
+        if (not_json := not_strict_json(data)) is not None:
+            return StepOutcomes(refused=f"not a steps query: the body {not_json}")
         try:
             query = StepOutcomesQuery.model_validate_json(data)
-        except ValidationError as err:
-            return StepOutcomes(refused=f"not a steps query: {err.errors()[0]['msg']}")
+        except ValidationError as err:  # (the first error's words alone: "Field required", naming no field)
+            return StepOutcomes(refused=f"not a steps query: {describe_validation_error(err)}"[:2000])
         job = self.planner.acting_for(tenant, query.job_id)
         cluster = self.planner.clusters.get(job.cluster_id) if job is not None else None
         if job is None or cluster is None:

@@ -257,7 +257,8 @@ class PoolService:
             subjects.token(name, "pool")
             command = POOL_COMMAND_ADAPTER.validate_json(data)
         except ValidationError as err:
-            return Rejected(reason=describe_validation_error(err))
+            said = describe_validation_error(err)  # (the body itself: "is null: give an object" named nothing)
+            return Rejected(reason=f"the body {said}" if not err.errors()[0]["loc"] else said)
         except ValueError as err:
             return Rejected(reason=str(err))
         if VERB_OF[command.type] != verb:

@@ -20,7 +20,7 @@ from contracts.pool_commands import (
 )
 from contracts.pools import HostSpec, PoolTerms, TenantTerms
 from muster.cli_bus import Bus, bus_options, open_nats
-from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, json_option, parse_json_arg
+from muster.cli_support import EXIT_UNREACHABLE, CliError, WholeNumber, command, echo_json, json_option, parse_json_arg
 from muster.client import default_user
 from muster.help_group import WholeHelpGroup
 from muster.tables import Output, print_rows
@@ -184,7 +184,7 @@ def _host_row(h: dict[str, Any]) -> list[str]:
 @pool.command("resolve")
 @click.argument("name")
 @click.argument("host_id", metavar="HOST")
-@click.option("--use", "use_claim", type=click.IntRange(1), help="keep this registration of the host (1 = the first)")
+@click.option("--use", "use_claim", type=WholeNumber(1), help="keep this registration of the host (1 = the first)")
 @click.option("--drop", is_flag=True, help="remove the host from the pool instead")
 @_options
 @command
@@ -238,11 +238,11 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, int]:
 @pool.command("configure")
 @click.argument("name")
 @click.option("--policy", help="urgency-x-priority (default), priority or fifo")
-@click.option("--default-priority", type=click.IntRange(0, 1000), help="priority of tenants not listed")
+@click.option("--default-priority", type=WholeNumber(0, 1000), help="priority of tenants not listed")
 @click.option("--priority", multiple=True, metavar="TENANT=N", help="a tenant's priority (repeat)")
 @click.option("--max-nodes", multiple=True, metavar="TENANT=N", help="most hosts a tenant may hold and wait for")
 @click.option("--max-clusters", multiple=True, metavar="TENANT=N", help="most clusters a tenant may use the pool for")
-@click.option("--job-limit", type=click.IntRange(0), help="most hosts one job may ask for (0 = no limit)")
+@click.option("--job-limit", type=WholeNumber(0), help="most hosts one job may ask for (0 = no limit)")
 @_options
 @command
 async def configure(name: str, policy: str | None, default_priority: int | None, priority: tuple[str, ...],

@@ -21,6 +21,7 @@ from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_HELP, ALLOW_FILE_OPTION,
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.consume import consume_routes, transient
 from muster.bus.scopedlog import ScopedEventStore
+from muster.cli_support import FilePath, WholeNumber
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 
@@ -74,13 +75,13 @@ async def _unsubscribe(sub: Any) -> None:
 @click.command("serve")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this pool service's name (default: pool-<host>-<pid>)")
-@click.option("--callback-attempts", default=5, show_default=True, type=click.IntRange(1, 100),
+@click.option("--callback-attempts", default=5, show_default=True, type=WholeNumber(1, 100),
               help="tries of an HTTP callback before giving up (recorded either way)")
 @click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="an HTTP callback may go to this host name (*.corp.example: the names under it) or address range "
                    "besides public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's "
                    f"callbacks only (acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
-@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE", help=ALLOW_FILE_HELP)
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, type=FilePath(), metavar="FILE", help=ALLOW_FILE_HELP)
 def serve(nats_url: str | None, instance: str | None, callback_attempts: int, allow: tuple[str, ...],
           allow_file: str | None) -> None:
     """Run the pool service: decide which hosts go to which nodes. SIGHUP reads its allow file again."""

@@ -22,7 +22,7 @@ from contracts import subjects
 from contracts.tasks import ProvisionerInfo
 from muster.bus.connect import CredentialsError, auth_required, credentials, default_data_dir, principal_of
 from muster.bus.eventstore import EventStore
-from muster.cli_support import CliError
+from muster.cli_support import CliError, Duration, FilePath, WholeNumber
 from muster.runtime.exits import STAY_DOWN_EXIT
 from muster.runtime.logs import configure_logging
 from muster.runtime.service import SERVICE_URL_HELP, main_for
@@ -73,19 +73,19 @@ def default_work_dir(provisioner_id: str) -> Path:
 @click.option("--id", "provisioner_id", default=None, help="provisioner id (default: prov-<host>-<pid>)")
 @click.option("--tenants", default="default", show_default=True, help="comma-separated tenants whose tasks this provisioner takes")
 @click.option("--class", "provisioner_class", default="default", show_default=True, help="provisioner class")
-@click.option("--capacity", default=8, show_default=True, type=click.IntRange(1, 10_000), help="concurrent tasks")
-@click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1), help="seconds of silence before a task is redelivered")
-@click.option("--claim-ahead", default=None, type=click.IntRange(0, 100_000),
+@click.option("--capacity", default=8, show_default=True, type=WholeNumber(1, 10_000), help="concurrent tasks")
+@click.option("--ack-wait", default=30.0, show_default=True, type=Duration(0.1), help="seconds of silence before a task is redelivered")
+@click.option("--claim-ahead", default=None, type=WholeNumber(0, 100_000),
               help="tasks claimed beyond --capacity while plugins return within 1 s, each waiting for a slot with its claim "
                    "stored, back to the queue after 1 s without one (default: as many as --capacity; 0: never; "
                    "docs/provisioner.md)")
-@click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
+@click.option("--plugins-dir", multiple=True, type=FilePath(file_okay=False, path_type=Path), help="extra plugin folders")
 @click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields, named secrets under @secrets, each tenant's own "
                    "under @tenants; the notifier's format too (docs/secrets.md)")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--work-dir", type=FilePath(file_okay=False, path_type=Path), default=None,
               help="plugin state and keys, kept across restarts (default: <data dir>/provisioner/<id>, the data dir "
                    "$MUSTER_DATA_DIR or ./.muster)")
-@click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
+@click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=WholeNumber(1, MAX_TTL_S),
               help="seconds without a refresh after which this provisioner counts as gone")
 def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisioner_class: str, capacity: int,
          ack_wait: float, claim_ahead: int | None, plugins_dir: tuple[Path, ...], secrets_file: str | None,

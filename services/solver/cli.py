@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from contracts.errors import describe_validation_error
 from contracts.layout import Layout
 from muster.catalog.files import CatalogFileError, load_catalog
-from muster.cli_support import EXIT_INVALID, CliError, guarded
+from muster.cli_support import EXIT_INVALID, CliError, FilePath, WholeNumber, guarded
 
 from .domain import SolveError, SolveRequest
 from .domain import solve as solve_layout
@@ -45,19 +45,19 @@ def _read_layout(path: str, what: str = "the existing cluster") -> Layout:
 
 
 @click.command()
-@click.option("--catalog", "catalog_dir", required=True, metavar="PATH",
+@click.option("--catalog", "catalog_dir", required=True, type=FilePath(), metavar="PATH",
               help="Coopr-format catalog folder, or a YAML or JSON file of entities (as `muster catalog apply` reads).")
 @click.option("--template", required=True, metavar="NAME", help="Cluster template.")
-@click.option("--nodes", required=True, type=int, metavar="N", help="Node count of the cluster after the operation.")
+@click.option("--nodes", required=True, type=WholeNumber(1), metavar="N", help="Node count of the cluster after the operation.")
 @click.option("--services", default=None, metavar="a,b,...", help="Services (default: the template's).")
 @click.option("--provider", default=None, metavar="P", help="Provider (default: the template's).")
 @click.option("--hardware", default=None, metavar="H", help="Use only this hardware type.")
 @click.option("--image", default=None, metavar="I", help="Use only this image type.")
 @click.option("--comparator", default="default", metavar="default|coopr", help="Preference order of node layouts.")
-@click.option("--existing", default=None, metavar="FILE", help="The current cluster, as JSON in the output's form.")
+@click.option("--existing", default=None, type=FilePath(), metavar="FILE", help="The current cluster, as JSON in the output's form.")
 @click.option("--add-services", default=None, metavar="a,b", help="Services to add to the existing cluster.")
 @click.option("--remove-services", default=None, metavar="a,b", help="Services to remove from the existing cluster.")
-@click.option("--exclude", "exclude", multiple=True, metavar="FILE",
+@click.option("--exclude", "exclude", multiple=True, type=FilePath(), metavar="FILE",
               help="A layout already tried (JSON in the output's form): the answer differs from it (repeatable).")
 @guarded
 def solve(

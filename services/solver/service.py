@@ -16,7 +16,9 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from contracts.catalog import Catalog
+from contracts.errors import describe_validation_error, typed_strictly
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
+from contracts.limits import not_strict_json
 from muster import tracing
 from muster.bus.answers import answer_on_inbox
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
@@ -94,10 +96,18 @@ class SolverService:
     async def on_solve_request(self, msg: Msg) -> None:
         """Dry runs, and the admission of a request in a tenant with governance rules: the same
         answer, over request/reply, recorded nowhere; its span a child of the planner's request."""
+        # Said in muster's words, as the planner's requests are: pydantic's own text ("1 validation
+        # error for LayoutRequested ... errors.pydantic.dev") was the answer, and -1e999 read as -inf.
+        result: LayoutSolved | LayoutUnsolvable
+        if (not_json := not_strict_json(msg.data)) is not None:
+            result = LayoutUnsolvable(job_id="", kind="invalid", message=f"not a solve request: the body {not_json}", solver=self.name)
+            await answer_on_inbox(msg, result.model_dump_json().encode())
+            return
         try:
-            request = LayoutRequested.model_validate_json(msg.data)
+            request = typed_strictly(lambda strict: LayoutRequested.model_validate_json(msg.data, strict=strict))  # ("nodes": "3" too)
         except ValidationError as err:
-            result: LayoutSolved | LayoutUnsolvable = LayoutUnsolvable(job_id="", kind="invalid", message=str(err), solver=self.name)
+            result = LayoutUnsolvable(job_id="", kind="invalid", message=f"not a solve request: {describe_validation_error(err)}"[:2000],
+                                      solver=self.name)
         else:
             with _solving(request, (msg.headers or {}).get(tracing.HEADER), "server", msg.subject) as span:
                 result = await asyncio.to_thread(answer, request, self.name)

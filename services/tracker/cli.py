@@ -25,6 +25,7 @@ from muster.cli_support import (
     EXIT_UNREACHABLE,
     CliError,
     Duration,
+    WholeNumber,
     command,
     following,
     job_id_of,
@@ -183,7 +184,7 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
 @click.command("replay")
 @click.option("--cluster", "cluster_ref", required=True, metavar="CLUSTER", help="the cluster to rebuild (its id or name)")
 @click.option("--at", "at", default=None, help="as it was at this time (ISO 8601, UTC if no zone; or as the CLI shows times: '2026-12-01 01:43:39 UTC')")
-@click.option("--seq", "seq", type=click.IntRange(min=0), default=None, help="as it was after this log sequence")
+@click.option("--seq", "seq", type=WholeNumber(0), default=None, help="as it was after this log sequence")
 @bus_options
 @click.option("--json", "as_json", is_flag=True, help="print JSON (sorted keys)")
 @command

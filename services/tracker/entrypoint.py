@@ -16,7 +16,7 @@ from aiohttp import web
 from nats.aio.client import Client
 
 from muster.bus.eventstore import EventStore
-from muster.cli_support import EXIT_INVALID, CliError
+from muster.cli_support import EXIT_INVALID, CliError, Duration, FilePath, WholeNumber
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.tls.context import INSECURE_ENV, TlsError, check_listen, server_context
 
@@ -58,14 +58,14 @@ def port_problem(err: OSError) -> str:
 @click.command("tracker")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on (another than loopback needs TLS)")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
-@click.option("--owner-timeout", default=0.25, show_default=True, type=click.FloatRange(0.01, 10.0),
+@click.option("--port", default=8080, show_default=True, type=WholeNumber(0, 65535), help="0 = any free port")
+@click.option("--owner-timeout", default=0.25, show_default=True, type=Duration(0.01, 10.0),
               help="seconds to wait for a job's owner before folding its status from the log")
-@click.option("--max-age", default=0.05, show_default=True, type=click.FloatRange(0.0, 10.0),
+@click.option("--max-age", default=0.05, show_default=True, type=Duration(0.0, 10.0),
               help="seconds a running job's status may be served again while none of its locations changed (0: ask the owner every time)")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_CERT",
+@click.option("--tls-cert", type=FilePath(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_CERT",
               default=None, help="serve HTTPS with this certificate (PEM; $MUSTER_TRACKER_TLS_CERT); SIGHUP reads it again")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_KEY",
+@click.option("--tls-key", type=FilePath(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_KEY",
               default=None, help="the certificate's private key ($MUSTER_TRACKER_TLS_KEY)")
 @click.option("--insecure-network", is_flag=True, envvar=INSECURE_ENV,
               help="allow plain HTTP on another address than loopback (tokens then cross the network in clear)")

@@ -27,7 +27,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, contract, governance, log_stream, people, planner_view, pools, priced, sse, write_routes
+from . import api, contract, csrf, governance, log_stream, people, planner_view, pools, priced, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -43,6 +43,7 @@ from .params import (
     last_event_id,
     not_an_id,
     not_found,
+    once_each,
     page_json,
     paging,
     shown,
@@ -51,10 +52,14 @@ from .params import (
 )
 from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
+from .write_api import IDEMPOTENCY_KEY
 
 log = structlog.get_logger("muster.tracker")
 tracer = tracing.Tracer("muster.tracker")
 
+READ_HEADERS = (api.TENANT_HEADER, "Authorization", "Cookie", "If-Match", "Content-Type", IDEMPOTENCY_KEY,
+                "Last-Event-ID", csrf.HEADER, tracing.HEADER)
+"""The request headers muster reads, each taking one value (`params.once_each`)."""
 QUERY: web.AppKey[dict[str, tuple[str, ...]]] = web.AppKey("query_parameters", dict)
 """Each route's query parameters, from the OpenAPI document (`contract.query_parameters`)."""
 
@@ -212,6 +217,7 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
     try:
         response: web.StreamResponse | None = too_long(request)
         if response is None:
+            once_each(request, READ_HEADERS)
             known = request.app.get(QUERY, {}).get(request.match_info.route.name or "")
             if known is not None:
                 known_query(request, known)

@@ -138,6 +138,21 @@ def known_query(request: web.Request, known: tuple[str, ...]) -> None:
                                      "give it once")
 
 
+SECRET_HEADERS = frozenset({"authorization", "cookie"})
+"""Headers whose values an answer never shows (a token, a session cookie)."""
+
+
+def once_each(request: web.Request, names: tuple[str, ...]) -> None:
+    """A header muster reads, given twice, is a 400 naming it, as a query parameter given twice:
+    `X-Muster-Tenant: a` and `X-Muster-Tenant: b` chose tenant a (aiohttp's `headers.get` takes
+    the first) and the second said nothing."""
+    for name in names:
+        given = request.headers.getall(name, [])
+        if len(given) > 1:
+            values = "" if name.lower() in SECRET_HEADERS else f" ({', '.join(shown(v) for v in given[:5])})"
+            raise BadParameter(name, f"header {name} is given {len(given)} times{values}: give it once")
+
+
 def page_json(page: Page) -> web.Response:
     return web.json_response({"items": page.items, "next_after": page.next_after})
 

@@ -105,7 +105,10 @@ async def _body(request: web.Request, route: WriteRoute) -> dict[str, Any] | Non
         body = strict_json(raw.decode("utf-8"))
     except NotJson as err:
         raise _Refusal(refused(400, f"the body {err.said()}", "body")) from None
-    except (UnicodeDecodeError, ValueError) as err:
+    except UnicodeDecodeError as err:  # ("'utf-8' codec can't decode byte 0xff in position 0": Python's words)
+        raise _Refusal(refused(400, f"the body is not UTF-8 JSON: byte {err.start} ({raw[err.start:err.start + 1]!r}) is not UTF-8",
+                               "body")) from None
+    except ValueError as err:
         raise _Refusal(refused(400, f"the body is not UTF-8 JSON: {str(err)[:200]}", "body")) from None
     if not isinstance(body, dict):
         raise _Refusal(refused(422, "the body must be a JSON object", "body"))
@@ -140,6 +143,10 @@ def handler(route: WriteRoute) -> Callable[[web.Request], Awaitable[web.StreamRe
             body = await _body(request, route)
         except _Refusal as refusal:
             return _response(refusal.written)
+        if body is None and route.method == "put":
+            # The body is the entity: `curl -X PUT .../rules/r1` with none wrote a rule of every
+            # default (one that holds every request for approval); `{}` still says so on purpose.
+            return error(422, f"PUT {route.path} needs a body: the entity to write, as JSON (`{{}}` for every default)", "body")
         written = await submit(request.app[TRACKER], request.app[ACTING], actor, route, ids, body, dry_run=dry_run, key=key,
                                if_version=if_version)
         return _response(written)

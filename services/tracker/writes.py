@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
 from contracts.commands import COMMAND_ADAPTER, JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
-from contracts.errors import JSON_TYPE_ERRORS, problem_text
+from contracts.errors import problem_text, typed_strictly
 from contracts.events import PlanSaved
 from contracts.governance import GovernanceAnswer, Schedule
 from contracts.identity import Permission, Scope
@@ -134,40 +134,6 @@ def body_fields(model: type[BaseModel], body: dict[str, Any] | None) -> dict[str
     (a time, a date for a time, a percentage)."""
     raw = json.dumps(body or {})
     return typed_strictly(lambda strict: model.model_validate_json(raw, strict=strict)).model_dump(exclude_unset=True)
-
-
-def typed_strictly(validate: Callable[[bool], Any]) -> Any:
-    """`validate(strict=False)`'s value, refused for the values strict mode finds of another JSON
-    type than their field's (JSON_TYPE_ERRORS) only: strict mode also refuses a date for a
-    time and other strings lax mode reads well. Refused by lax mode too (a field missing), the
-    refusal has both (every problem at once)."""
-    lax: ValidationError | None = None
-    try:
-        value = validate(False)
-    except ValidationError as err:
-        lax = err
-    try:
-        validate(True)
-        wrong: list[Any] = []
-    except ValidationError as strict:
-        wrong = [_detail(e) for e in strict.errors() if e["type"] in JSON_TYPE_ERRORS]
-    if lax is None:
-        if not wrong:
-            return value
-        raise ValidationError.from_exception_data("body", wrong)
-    said = {tuple(e["loc"]) for e in lax.errors()}
-    more = [e for e in wrong if tuple(e["loc"]) not in said]
-    if not more:
-        raise lax
-    try:
-        combined = ValidationError.from_exception_data("body", [_detail(e) for e in lax.errors()] + more)
-    except (TypeError, ValueError, KeyError):  # (an error pydantic cannot rebuild: lax mode's own words)
-        raise lax from None
-    raise combined
-
-
-def _detail(error: Any) -> Any:
-    return {"type": error["type"], "loc": error["loc"], "input": error["input"], **({"ctx": error["ctx"]} if "ctx" in error else {})}
 
 
 _TYPE_OF = {verb: kind for kind, verb in VERB_OF.items()}

@@ -277,6 +277,33 @@ async def test_a_query_parameter_given_twice_is_a_400_naming_it(lone: Any, metho
     assert body["error"]["message"] == f"{name} is given 2 times ({given}): give it once", body
 
 
+@pytest.mark.parametrize(("method", "path", "name", "values", "said"), [
+    ("GET", "/v1/jobs", "X-Muster-Tenant", ["a", "b"], " ('a', 'b')"),  # tenant a was read, b ignored
+    ("POST", f"/v1/clusters/{UNKNOWN}/expand", "If-Match", ['"3"', '"4"'], " ('\"3\"', '\"4\"')"),
+    ("POST", f"/v1/clusters/{UNKNOWN}/expand", "Idempotency-Key", ["k1", "k2"], " ('k1', 'k2')"),
+    ("GET", "/v1/jobs", "Authorization", ["Bearer one-secret", "Bearer two-secret"], ""),  # a token is never shown
+    ("GET", "/v1/events", "Last-Event-ID", ["1", "2"], " ('1', '2')")])
+async def test_a_header_muster_reads_given_twice_is_a_400_naming_it(lone: Any, method: str, path: str, name: str,
+                                                                    values: list[str], said: str) -> None:
+    from multidict import CIMultiDict
+
+    headers = CIMultiDict((name, v) for v in values)
+    resp = await lone.request(method, path, data=b'{"nodes": 3}' if method == "POST" else None, headers=headers)
+    body = await _json(resp, 400)
+    assert body["error"]["parameter"] == name, body
+    assert body["error"]["message"] == f"header {name} is given 2 times{said}: give it once", body
+
+
+async def test_a_content_type_given_twice_is_refused_by_the_http_parser_naming_it(lone: Any) -> None:
+    """aiohttp's parser refuses a second Content-Type (as a second Content-Length) before muster
+    sees the request: a 400 of its own, in plain text, naming the header."""
+    from multidict import CIMultiDict
+
+    headers = CIMultiDict([("Content-Type", "application/json"), ("Content-Type", "text/plain")])
+    resp = await lone.post(f"/v1/clusters/{UNKNOWN}/expand", data=b'{"nodes": 3}', headers=headers)
+    assert resp.status == 400 and "Duplicate 'Content-Type' header" in await resp.text()
+
+
 async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:
     assert await _json(await tracked.http.get("/healthz")) == {"ok": True, "nats": "connected", "index": "ready"}
     await tracked.http.get(f"/v1/jobs/{UNKNOWN}")
