@@ -258,7 +258,11 @@ class PoolService:
             command = POOL_COMMAND_ADAPTER.validate_json(data)
         except ValidationError as err:
             said = describe_validation_error(err)  # (the body itself: "is null: give an object" named nothing)
-            return Rejected(reason=f"the body {said}" if not err.errors()[0]["loc"] else said)
+            if err.errors()[0]["loc"]:
+                return Rejected(reason=said)
+            # (pydantic's "Invalid JSON: key must be a string at ..." read "the body Invalid JSON: ...")
+            return Rejected(reason=f"the body is not valid JSON: {said.removeprefix('Invalid JSON: ')}"
+                            if said.startswith("Invalid JSON: ") else f"the body {said}")
         except ValueError as err:
             return Rejected(reason=str(err))
         if VERB_OF[command.type] != verb:
