@@ -4,6 +4,8 @@ planner gave, or the request's, said to be that."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.tracker.render import approval_line
 
 ASKED = {"rules": ["creates"], "decision": "approved", "by": "apo", "comment": "", "cost": {"per_hour": 0.1, "before_per_hour": 0}}
@@ -50,7 +52,7 @@ def test_muster_status_says_what_a_waiting_expand_does_to_each_type_as_its_reade
     approval = {**WAITING, "cost": cost, "cost_now": cost}
     target = {"s1": "small", "s2": "small", "s3": "small", "l1": "large", "l2": "large"}
 
-    def said(a: dict[str, object]) -> list[str]:
+    def said(a: dict[str, Any]) -> list[str]:
         buf = io.StringIO()
         print_status({"id": "j1", "state": "waiting_for_approval", "operation": "expand", "cluster_id": "c1", "counts": {},
                       "tasks_total": 0, "approval": a}, Console(file=buf, width=300, soft_wrap=True))
