@@ -38,12 +38,17 @@ class PlanCost(_Part):
     before_per_hour: float = Field(default=0, ge=0, description="the cluster before the job")
     per_node: dict[str, float] = Field(default_factory=dict, description="node id -> cost per hour")
     by_hardware: dict[str, float] = Field(default_factory=dict, description="hardware type -> cost per hour of its nodes")
+    before_by_hardware: dict[str, float] = Field(default_factory=dict, description="v2: hardware type -> cost per hour of its "
+                                                 "nodes before the job (a v1 record has the total before only)")
     unknown: list[str] = Field(default_factory=list, description="hardware types without a cost for the provider")
 
 
 class JobApprovalRequested(Event):
+    """v2: its `cost` has `before_by_hardware` (each type's cost before the job); a v1 record's
+    has the total before only, and is shown as it was (`muster.readmodel.priced`)."""
+
     type: Literal["JobApprovalRequested"] = "JobApprovalRequested"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     rules: list[str] = Field(min_length=1, description="the approval rules the request matched")
     expires_at: datetime
@@ -55,8 +60,10 @@ class JobApprovalRequested(Event):
 
 
 class JobApproved(Event):
+    """v2: its `cost` has `before_by_hardware`, as `JobApprovalRequested` v2."""
+
     type: Literal["JobApproved"] = "JobApproved"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     by: str
     comment: str = ""

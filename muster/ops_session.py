@@ -27,7 +27,7 @@ from . import cli_support
 from .cli_bus import Bus, CliClient, bus_options, open_client
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .client import ClusterInfo, new_request_id, rejected_words
-from .readmodel.cost import hardware_rates, rate
+from .readmodel.cost import hardware_rates, rate, type_changes
 from .readmodel.progress import JobProgress
 from .tables import Output, print_rows
 from .times import shown_time
@@ -308,6 +308,8 @@ def print_governance(reply: DryRun) -> None:
         rates = hardware_rates(cost, reply.layout)
         out.print(f"cost: {rate(cost['per_hour'])}/h for {len(cost['per_node'])} nodes (now {rate(cost['before_per_hour'])}/h)"
                   + (" · " + ", ".join(rates) if rates else "") + unknown)
+        for line in type_changes(cost):  # each type the job changes, before -> once done (none for a create)
+            out.print(f"  {line}")
     policy = reply.policy or {}
     for message in policy.get("deny", []):
         out.print(f"policy would deny: {message}")

@@ -38,7 +38,7 @@ def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
 
 def type_changes(cost: Mapping[str, Any]) -> list[str]:
     """What a change does to each hardware type's cost, before -> once done, from a cost with
-    `before_by_hardware` (`priced.masked` reads it; no contract carries it yet): `small 0.10/h → 0.30/h`, a type added or removed whole from or to
+    `before_by_hardware` (`PlanCost` v2; `priced.masked` masks it): `small 0.10/h → 0.30/h`, a type added or removed whole from or to
     `0.00/h`, one without a price (`unknown`: none in the catalog, or one its reader may not
     read) `large no price`. [] for a cost without figures before per type, or one that moves none."""
     before, after = cost.get("before_by_hardware") or {}, cost.get("by_hardware") or {}
@@ -51,6 +51,12 @@ def type_changes(cost: Mapping[str, Any]) -> list[str]:
     if not moved:
         return []
     return [f"{h} no price" if h in unknown else f"{h} {was[h]}/h → {now[h]}/h" for h in types if h in unknown or h in moved]
+
+
+def approval_cost(approval: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The cost an approval speaks of: at today's prices while it waits, when its planner said
+    (`cost_now`), at its approval's once approved (`approved_cost`), else the request's."""
+    return approval.get("cost_now") or approval.get("approved_cost") or approval.get("cost") or {}
 
 
 def unpriced(cost: Mapping[str, Any], layout: Mapping[str, Any] | None) -> str:

@@ -10,8 +10,8 @@ session 34 the planner priced the plan again from the readable types, and the tw
 The rule, worked from the cost as recorded and the plan's nodes alone (what the tracker has):
 a hardware type the reader may not read has no price: 0 in `per_hour`, `by_hardware` and
 `per_node`, listed in `unknown`; its node count and type stay (the job's layout shows them
-anyway). The cost before the job per hardware type (`before_by_hardware`, where a record has it:
-no contract carries it yet) shows a hidden type's as 0 too, and its total is the sum of what is
+anyway). The cost before the job per hardware type (`before_by_hardware`: `PlanCost` has it since
+`JobApprovalRequested`/`JobApproved` v2) shows a hidden type's as 0 too, and its total is the sum of what is
 shown. A record with the total only (a sum over the nodes the job replaces): when one of them
 is of a hidden type, it is summed again from the readable types' prices in the plan once done,
 and a readable type the job removes whole (its price in no other figure) is said to have no

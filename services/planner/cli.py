@@ -98,7 +98,7 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         # The template's config, as a create's tasks carry it: its macros may make a task wait.
         planned = build_plan(catalog.services, nodes, operation, services=named, config=defaults.config)
         # What the nodes cost an hour, from the catalog's hardware types (docs/governance.md).
-        cost = {"cost": plan_cost(catalog.hardwaretypes, provider, nodes).model_dump(mode="json", exclude={"before_per_hour"})}
+        cost = {"cost": plan_cost(catalog.hardwaretypes, provider, nodes).model_dump(mode="json", exclude={"before_per_hour", "before_by_hardware"})}
         if rolling is None:
             return {**planned.to_json(), **cost}
         if operation not in ROLLING:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from contracts.events import FINAL_JOB_STATES
-from muster.readmodel.cost import rate, unpriced, waiting_cost
+from muster.readmodel.cost import approval_cost, rate, type_changes, unpriced, waiting_cost
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -43,6 +43,8 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     if body.get("approval"):
         line = approval_line(body["approval"], body.get("state") == "waiting_for_approval", str(body.get("id", "JOB")))
         console.print(f"  {escape(line)}", highlight=False)
+        for change in type_changes(approval_cost(body["approval"])):
+            console.print(f"    {escape(change)}", highlight=False)
     if body.get("tasks"):
         print_rows(None, ["task", "state", "attempt", "node", "runs on"],
                    [[t["id"], t["state"], str(t["attempt"]), t.get("node") or "", place(t.get("provisioner"), t.get("worker"))]

@@ -328,3 +328,28 @@ def test_a_cluster_whose_job_waits_for_an_approver_says_it_is_busy_above_its_cha
         expect(page.get_by_test_id("ops-busy")).to_have_count(0)
     finally:
         muster.cli("rule", "delete", "waits-expands", *data)
+
+
+def test_an_expands_preview_says_what_it_does_to_each_hardware_types_cost_as_its_reader_may_read_it(muster: Muster,
+                                                                                                        page: Any) -> None:
+    """An expand's preview says each type whose cost it moves, before -> once done (docs/governance.md,
+    "Cost in the preview"); a reader without read on the type is shown no price for it, never a figure."""
+    made = muster.create("priced-here", "tiny-small", 1)  # one small node, 0.05/h in the demo catalog
+    sign_in(page, person(muster, "writer", "write", "cluster:*"))
+    page.goto(f"/ui/jobs/{made['job_id']}")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+
+    def preview(token: str) -> None:
+        sign_in(page, token, f"/ui/clusters/{made['cluster_id']}")
+        expand = page.get_by_test_id("op-expand")
+        expand.locator("summary").click()
+        expand.get_by_label(re.compile("^New total of nodes")).fill("3")
+        expand.get_by_role("button", name="Preview").click()
+        expect(page.get_by_role("heading", name=re.compile("^Preview: expand"))).to_be_visible()
+
+    preview(person(muster, "writer", "write", "cluster:*"))
+    expect(page.get_by_test_id("preview-cost-change")).to_have_text(["small 0.05/h → 0.15/h"])
+    preview(person(muster, "blind", "write", "cluster:*"))  # reads no hardware type
+    expect(page.get_by_test_id("preview-cost")).to_contain_text("small 3 × no price")
+    expect(page.get_by_test_id("preview-cost-change")).to_have_count(0)
+    assert "0.15" not in page.get_by_test_id("preview-cost").inner_text()

@@ -2,8 +2,9 @@
 
 Each hardware type's `providermap.<provider>.cost` is a price per hour of one node (Coopr's
 field, a number or a numeric string). The cost of a plan is the cluster's per-hour cost once the
-job is done, next to its cost before; a hardware type without a cost for the provider counts as
-0 and is named in `unknown`, so that a preview never shows a made-up figure as complete.
+job is done, next to its cost before, both in total and per hardware type; a hardware type
+without a cost for the provider counts as 0 and is named in `unknown`, so that a preview never
+shows a made-up figure as complete.
 """
 
 from __future__ import annotations
@@ -34,11 +35,17 @@ def plan_cost(hardware: Mapping[str, HardwareType], provider: str, target: Seque
     unknown: set[str] = set()
     per_node = _each(hardware, provider, target, unknown)
     previous = _each(hardware, provider, before, unknown)
-    by_hardware: dict[str, float] = {}
-    for node in target:
-        by_hardware[node.hardwaretype] = round(by_hardware.get(node.hardwaretype, 0.0) + per_node[node.id], 6)
     return PlanCost(per_hour=round(sum(per_node.values()), 6), before_per_hour=round(sum(previous.values()), 6),
-                    per_node=per_node, by_hardware=by_hardware, unknown=sorted(unknown))
+                    per_node=per_node, by_hardware=_by_type(target, per_node),
+                    before_by_hardware=_by_type(before, previous), unknown=sorted(unknown))
+
+
+def _by_type(nodes: Sequence[NodeSpec], price: Mapping[str, float]) -> dict[str, float]:
+    """What each hardware type's nodes cost an hour (`price`: node id -> its price)."""
+    out: dict[str, float] = {}
+    for node in nodes:
+        out[node.hardwaretype] = round(out.get(node.hardwaretype, 0.0) + price[node.id], 6)
+    return out
 
 
 def per_hour(hardware: Mapping[str, HardwareType], provider: str, nodes: Iterable[NodeSpec]) -> float:

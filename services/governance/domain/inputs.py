@@ -9,7 +9,7 @@
       "layout": [{"hardwaretype", "imagetype", "services", "count"}],   # the cluster once the job is done
       "nodes": {"before": 0, "after": 5},
       "plan": {"tasks": 40, "actions": {"create": 5, "install": 15, ...}},
-      "cost": {"per_hour": 0.45, "before_per_hour": 0.0, "by_hardware": {...}, "unknown": []}
+      "cost": {"per_hour": 0.45, "before_per_hour": 0.0, "by_hardware": {...}, "before_by_hardware": {...}, "unknown": []}
     }
 
 The layout is grouped (hardware, image, services, count), not one entry per node: a policy on

@@ -42,7 +42,7 @@ SHAPE: dict[str, Any] = {
     "layout": ANY,
     "nodes": {"before": LEAF, "after": LEAF},
     "plan": {"tasks": LEAF, "actions": ANY},
-    "cost": {"per_hour": LEAF, "before_per_hour": LEAF, "by_hardware": ANY, "unknown": ANY},
+    "cost": {"per_hour": LEAF, "before_per_hour": LEAF, "by_hardware": ANY, "before_by_hardware": ANY, "unknown": ANY},
 }
 
 _PATH = re.compile(r'(?<![\w.])input((?:\s*\.\s*[A-Za-z_]\w*|\s*\[\s*"(?:[^"\\]|\\.)*"\s*\])+)')

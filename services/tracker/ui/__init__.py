@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 
 from contracts.layout import Layout
 from muster.durations import spoken
-from muster.readmodel.cost import hardware_rates, rate, waiting_cost
+from muster.readmodel.cost import approval_cost, hardware_rates, rate, type_changes, waiting_cost
 from muster.times import NO_LEASE_END
 from services.pool.domain.views import resources_line
 
@@ -79,7 +79,8 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
     env.filters.update(short=_short, seconds=_seconds, rate=rate, spoken=spoken, code_spans=_code_spans)
-    env.globals.update(no_lease_end=NO_LEASE_END, duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost)
+    env.globals.update(no_lease_end=NO_LEASE_END, duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost,
+                       type_changes=type_changes, approval_cost=approval_cost)
     if auth is not None:
         app[CONSOLE_AUTH] = auth
     app[FOLDS] = JobFolds()

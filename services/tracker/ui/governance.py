@@ -21,7 +21,7 @@ from contracts.commands import MAX_COMMENT_CHARS, Accepted, ApproveJob, DryRun, 
 from contracts.errors import too_long_text
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
-from muster.readmodel.cost import rate, unpriced
+from muster.readmodel.cost import rate, type_changes, unpriced
 from services.auth.domain.authz import may_see_schedule
 from services.governance.domain import stored
 
@@ -109,8 +109,10 @@ def looked(reply: DryRun) -> str:
         "the tenant's policies allow it now"
     changed = any("at the catalog's prices now" in w for w in reply.warnings)  # says the cost then and now
     # (a price the viewer may not read is 0 in the figure: said to be `no price`, not read as free)
+    # and what it does to each type's cost, before -> once done (`PlanCost` v2)
     cost = [f"it costs {rate(reply.cost['per_hour'])}/h once done at today's prices"
-            + unpriced(reply.cost, reply.layout.model_dump(mode="json") if reply.layout else None)] if reply.cost and not changed else []
+            + unpriced(reply.cost, reply.layout.model_dump(mode="json") if reply.layout else None),
+            *type_changes(reply.cost)] if reply.cost and not changed else []
     warns = [f"policy warns: {w}" for w in policy.get("warn", [])]
     return "; ".join(["checked, nothing decided: " + verdict, *cost, *warns, *reply.warnings])
 

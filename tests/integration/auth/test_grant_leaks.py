@@ -161,6 +161,9 @@ async def test_a_dry_run_shows_only_the_prices_and_totals_its_requester_may_read
     grown = await acme.muster("alice", "cluster", "expand", "c1", "--add", "1", "--dry-run", "--json")
     tenant = json.loads(grown.out)["policy"]["input"]["tenant"]
     assert tenant["clusters"] >= 1 and tenant["nodes"] >= 2 and tenant["per_hour"] > 0, tenant
+    # Its preview in words says what the expand does to its type's cost, before -> once done.
+    grown = await acme.muster("alice", "cluster", "expand", "c1", "--add", "1", "--dry-run")
+    assert grown.code == 0 and re.search(r"\n  \w+ \d+\.\d+/h → \d+\.\d+/h\n", grown.out), grown
 
 
 async def test_a_pool_nobody_made_is_answered_to_a_tenants_user_in_its_own_terms(acme: Tenant) -> None:
@@ -234,6 +237,13 @@ async def test_a_waiting_jobs_cost_shows_its_reader_only_the_prices_it_may_read(
         assert spend.code == 0 and "no price" in spend.out, spend  # the same rule
         shown = await acme.muster("alice", "status", job)
         assert shown.code == 0 and f"costs {rate_of(priced['per_hour'])}" in shown.out and "no price" not in shown.out, shown
+        # What the expand does to each type's cost (`before_by_hardware`, PlanCost v2), as each may read it.
+        change = f"{types[0]} {rate_of(priced['before_by_hardware'][types[0]])} → {rate_of(priced['by_hardware'][types[0]])}"
+        assert priced["before_by_hardware"][types[0]] > 0 and f"\n    {change}\n" in shown.out, shown
+        # apo reads no type the expand moves: no line per type (its cost line says `no price` for each)
+        assert "→" not in said.out and "→" not in html, said
+        assert f"<li>{change}</li>" in await acme.page("alice", f"/ui/jobs/{job}")
+        assert not any(seen["approval"]["cost"]["before_by_hardware"].values()), seen["approval"]
     finally:
         await acme.muster("root", "rule", "delete", "grown", "--tenant", "acme")
         if job:  # (the other tests expand no cluster this far)

@@ -38,3 +38,18 @@ def test_an_allowed_look_names_the_command_that_approves_with_the_jobs_id(capsys
     """Walk of session 27: the commands a person is told to run are whole, with the job's id."""
     print_dry_run("approve", DryRun(plan={"tasks": [], "stages": []}, policy={"deny": [], "warn": [], "approval": []}), "j7")
     assert "the policies allow it now: `muster job approve j7` runs it" in capsys.readouterr().out
+
+
+def test_a_dry_run_says_what_the_change_does_to_each_hardware_types_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    """An expand's preview says each type it changes, before and once done (`PlanCost` v2), a
+    type its reader may not read `no price`; a type it leaves as it was says nothing, and a
+    create, with nothing before, no line per type."""
+    grown = {"per_hour": 0.5, "before_per_hour": 0.3, "per_node": {}, "unknown": ["large"],
+             "by_hardware": {"small": 0.3, "medium": 0.2, "large": 0.0}, "before_by_hardware": {"small": 0.1, "medium": 0.2, "large": 0.0}}
+    print_dry_run("expand", DryRun(plan={"tasks": [], "stages": []}, cost=grown))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("  ") and ("→" in line or "no price" in line)] == [
+        "  large no price", "  small 0.10/h → 0.30/h"], lines
+    made = {"per_hour": 0.3, "before_per_hour": 0, "per_node": {}, "unknown": [], "by_hardware": {"small": 0.3}, "before_by_hardware": {}}
+    print_dry_run("create", DryRun(plan={"tasks": [], "stages": []}, cost=made))
+    assert "→" not in capsys.readouterr().out

@@ -84,7 +84,7 @@ deny contains "x" if input.cost.per_hourr > 2
         "input.nodes.after.count: input.nodes.after is a number or a string, with no fields",
         "input.nodez: input has no field 'nodez' (it has cluster, cost, layout, nodes, now, now_ns, operation, plan, request, "
         "requester, tenant)",
-        "input.cost.per_hourr: input.cost has no field 'per_hourr' (it has before_per_hour, by_hardware, per_hour, unknown)"]
+        "input.cost.per_hourr: input.cost has no field 'per_hourr' (it has before_by_hardware, before_per_hour, by_hardware, per_hour, unknown)"]
 
 
 def test_the_shape_checked_is_the_input_document_admission_builds() -> None:

@@ -3,8 +3,8 @@ which the planner's answers (`governance.shown_cost`: a dry run, an approval's d
 answer) and the tracker's (`muster status`, a job's events, the log's stream, the console) both
 use (decision 42): for any plan, what a reader is shown does not change when a price it may not
 read does, and a reader of every type is shown the cost whole; a cost's figures before the job
-per hardware type (`before_by_hardware`, where a record has them) included, and a cost with the
-total before only shown as it was."""
+per hardware type (`before_by_hardware`, which the planner records since `JobApprovalRequested`
+v2) included, and a v1 record's cost, with the total before only, shown as it was."""
 
 from __future__ import annotations
 
@@ -53,25 +53,23 @@ def plans(draw: Any) -> dict[str, Any]:
 
 
 def recorded(plan: dict[str, Any], prices: dict[str, str | None]) -> dict[str, Any]:
-    """The plan's cost as recorded: v1 as the planner records it (`plan_cost`), or with each
-    type's cost before the job (`before_by_hardware`: the before cluster's own `by_hardware`),
-    which the rule reads where a record has it (no contract carries it yet)."""
+    """The plan's cost as recorded: as the planner records it (`plan_cost`: v2, with each type's
+    cost before the job, `before_by_hardware`), or as a v1 record has it (the total before only)."""
     cost = plan_cost(catalog(prices), "sim", plan["target"], plan["before"]).model_dump(mode="json")
-    if plan.get("per_type", False):
-        cost["before_by_hardware"] = plan_cost(catalog(prices), "sim", plan["before"]).by_hardware
+    if not plan.get("per_type", False):
+        del cost["before_by_hardware"]
     return cost
 
 
 def shown(plan: dict[str, Any], prices: dict[str, str | None], hidden: set[str]) -> dict[str, Any]:
-    """What the tracker shows of the recorded cost, checked to be what the planner shows (of a
-    cost the planner records: `PlanCost`)."""
+    """What the tracker shows of the recorded cost, checked to be what the planner shows (of the
+    same cost as a `PlanCost`: a v1 record's reads with no figures before per type)."""
     cost = recorded(plan, prices)
     tracker = masked(cost, hidden.__contains__, {n.id: n.hardwaretype for n in plan["target"]},
                      [n.hardwaretype for n in plan["before"]])
-    if "before_by_hardware" not in cost:
-        cluster = SimpleNamespace(nodes={n.id: n for n in plan["before"]})
-        planner = shown_cost(PlanCost.model_validate(cost), hidden.__contains__, plan["target"], cluster)  # type: ignore[arg-type]
-        assert planner.model_dump(mode="json") == tracker
+    cluster = SimpleNamespace(nodes={n.id: n for n in plan["before"]})
+    planner = shown_cost(PlanCost.model_validate(cost), hidden.__contains__, plan["target"], cluster)  # type: ignore[arg-type]
+    assert planner.model_dump(mode="json", exclude=set() if "before_by_hardware" in cost else {"before_by_hardware"}) == tracker
     return tracker
 
 

@@ -4,6 +4,8 @@ planner gave, or the request's, said to be that."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.tracker.render import approval_line
 
 ASKED = {"rules": ["creates"], "decision": "approved", "by": "apo", "comment": "", "cost": {"per_hour": 0.1, "before_per_hour": 0}}
@@ -33,3 +35,31 @@ def test_a_waiting_job_shows_its_cost_at_todays_prices_and_the_requests_when_the
     assert "; costs 0.10/h once done at today's prices (now 0.00/h): " in same
     unknown = approval_line(WAITING, waiting=True)  # no planner answered: the log's view
     assert "; costs 0.10/h once done at the prices when it was requested (now 0.00/h; Check first, or " in unknown
+
+
+def test_muster_status_says_what_a_waiting_expand_does_to_each_type_as_its_reader_may_read_it() -> None:
+    """A waiting expand's cost per type before and once done (`PlanCost` v2), at today's prices
+    when its planner said: to a reader without read on large, large has no price, never a figure."""
+    import io
+
+    from rich.console import Console
+
+    from muster.readmodel.priced import approval_shown
+    from services.tracker.render import print_status
+
+    cost = {"per_hour": 0.7, "before_per_hour": 0.3, "per_node": {"s1": 0.1, "s2": 0.1, "s3": 0.1, "l1": 0.2, "l2": 0.2},
+            "by_hardware": {"small": 0.3, "large": 0.4}, "before_by_hardware": {"small": 0.1, "large": 0.2}, "unknown": []}
+    approval = {**WAITING, "cost": cost, "cost_now": cost}
+    target = {"s1": "small", "s2": "small", "s3": "small", "l1": "large", "l2": "large"}
+
+    def said(a: dict[str, Any]) -> list[str]:
+        buf = io.StringIO()
+        print_status({"id": "j1", "state": "waiting_for_approval", "operation": "expand", "cluster_id": "c1", "counts": {},
+                      "tasks_total": 0, "approval": a}, Console(file=buf, width=300, soft_wrap=True))
+        return [line.strip() for line in buf.getvalue().splitlines() if "→" in line or line.strip().endswith("no price")]
+
+    assert said(approval) == ["large 0.20/h → 0.40/h", "small 0.10/h → 0.30/h"]
+    hidden = approval_shown(approval, "large".__eq__, target, ["small", "large"])
+    assert said(hidden) == ["large no price", "small 0.10/h → 0.30/h"]
+    old = {**WAITING, "cost": {k: v for k, v in cost.items() if k != "before_by_hardware"}}  # a v1 record
+    assert said(old) == []

@@ -65,3 +65,21 @@ async def test_check_first_says_a_price_the_approver_may_not_read_has_none_not_t
     said = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
     assert said == ("checked, nothing decided: the tenant's policies allow it now; "
                     "it costs 0.00/h once done at today's prices · small 4 × no price", False), said
+
+
+class _Grown:
+    """A Check first of an expand by an approver without `read` on large (`PlanCost` v2)."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    async def request(self, command: Any, tenant: str) -> DryRun:
+        cost = {"per_hour": 0.3, "before_per_hour": 0.1, "by_hardware": {"small": 0.3, "large": 0.0},
+                "before_by_hardware": {"small": 0.1, "large": 0.0}, "unknown": ["large"]}
+        return DryRun(plan={}, cost=cost, policy={"deny": [], "warn": []}, warnings=[])
+
+
+async def test_check_first_says_what_the_change_does_to_each_type_s_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(governance, "MusterClient", _Grown)
+    said, decided = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
+    assert said.endswith("; large no price; small 0.10/h → 0.30/h") and not decided, said
