@@ -339,6 +339,21 @@ async def _end_tasks(core: Subscription) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel `task` and wait for its end. Python 3.11's `asyncio.wait_for` can swallow a cancel
+    that arrives as the future it awaits completes (python/cpython#86296), and nats-py's first
+    connect awaits in it and retries without end: a service stopped while NATS refused its
+    connections carried on connecting, its stop waiting on it for ever (2 runs in 36 of a
+    SIGTERM just after the provisioner's first line). The cancel is sent again until it takes:
+    one a second, a reconnect's wait being half of one."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
+
+
+CANCEL_AGAIN_S = 1.0
+
+
 async def close_unconnected(nc: Client) -> None:
     """Close a client whose first connect raised. nats-py raises a refusal (a bad token) before
     it closes the socket when it may not reconnect: a tracker acting for a revoked token kept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -15,7 +16,7 @@ from nats.aio.client import Client
 from muster import tracing
 from muster.bus.connect import connect, first_refusal, principal_of
 from muster.bus.streams import ensure_streams, replicas_from_env
-from muster.bus.wire import flush
+from muster.bus.wire import cancel_and_wait, flush
 from muster.runtime.exits import STAY_DOWN_EXIT
 from muster.runtime.logs import configure_logging
 from muster.tls.context import TlsError
@@ -110,8 +111,9 @@ async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Even
     stopping.cancel()
     if connecting.done():
         return connecting.result()
-    connecting.cancel()
-    await asyncio.gather(connecting, return_exceptions=True)
+    await cancel_and_wait(connecting)
+    with contextlib.suppress(BaseException):
+        connecting.result()  # (its end: cancelled, or an error no longer anyone's news)
     return None
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from muster.bus.wire import cancel_and_wait
+
 from .errors import TlsError
 
 CA_ENV, CERT_ENV, KEY_ENV = "MUSTER_TLS_CA", "MUSTER_TLS_CERT", "MUSTER_TLS_KEY"
@@ -237,8 +239,7 @@ async def connect_verified(connect: Callable[..., Awaitable[None]], settings: di
         await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED)
     finally:
         if not connecting.done():
-            connecting.cancel()
-            await asyncio.gather(connecting, return_exceptions=True)
+            await cancel_and_wait(connecting)  # (a cancel nats-py's connect swallowed: it went on for ever)
     if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
         return
     if refused.done():
