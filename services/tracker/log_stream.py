@@ -95,6 +95,7 @@ class Selection:
 async def _selection(request: web.Request, tenant: str) -> Selection:
     q = request.query  # one of job, cluster and subject; given several, the first of these
     with_jobs = flag(request, "jobs", True)
+    needs_query(request)  # checked whatever it goes with: `?needs=AAA` without a cluster was a 200 (the OpenAPI fuzz)
     if "job" in q:
         job = q["job"]
         if not UUID_RE.fullmatch(job):
