@@ -149,8 +149,15 @@ class Wiretap:
         """With `trace_stores()`: every publish to the log or the task queue as (time, writer,
         event type, batch id, whether it commits its batch), for `stores_of`."""
 
+        self.messages: list[tuple[float, str, str, str, int]] | None = None
+        """With `trace_messages()`: every message of the account as (time, kind, subject, event
+        type, bytes): a small create's whole sequence, for where its fixed cost goes."""
+
     def trace_stores(self) -> None:
         self.trace = []
+
+    def trace_messages(self) -> None:
+        self.messages = []
 
     async def activity(self, at_most: float = 1.0) -> None:
         """Until the next ack of a delivery passes (or `at_most` seconds)."""
@@ -196,6 +203,9 @@ class Wiretap:
             if self.trace is not None:
                 self.trace.append(_traced(subject, headers))
         size = len(data) + len(headers)
+        if self.messages is not None:
+            found = _TYPE.search(headers)
+            self.messages.append((time.perf_counter(), kind, subject.decode(), found.group(1).decode() if found else "", size))
         self.count[kind] += 1
         self.bytes[kind] += size
         if size > self.largest[0]:

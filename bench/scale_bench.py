@@ -33,7 +33,9 @@ latency, and measures next to the raw figure of the same server in the same run:
   function, and its counters (JetStream API calls, connections, consumers) before and after
   (`bench/server_profile.py`; `--profile-dir` keeps each run as `server-<nodes>-<round>.json`).
 - `--store-trace DIR`: the sequence of each create's stores (the wiretap's, grouped into the
-  server's stores: an atomic batch is one), as JSON, to see a create's waves.
+  server's stores: an atomic batch is one), as JSON, to see a create's waves; for the `--small`
+  creates together also every message of the account in order (`messages-small-*.json`: time,
+  kind, subject, event type, bytes), what a create sends whatever its size.
 - `--profile PROCESS` (`--profile-rate`, samples a second): py-spy on one service during each
   create, and over the `--small` creates together: those are nearly all fixed cost (a stage
   of one or two tasks), so their profile shows what a wave costs whatever its width.
@@ -328,6 +330,9 @@ async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         recording = profile.Recording(meter.pids[args.profile], base / "profile-small.txt", rate=args.profile_rate) if args.profile else None
         if recording is not None:
             await recording.start()
+        if args.store_trace:
+            run.wiretap.trace_stores()
+            run.wiretap.trace_messages()
         meter.start()
         tasks = 0
         for i in range(args.small):
@@ -338,6 +343,11 @@ async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         cpu = meter.stop()
         if recording is not None:
             await recording.stop()
+        if run.wiretap.trace is not None and run.wiretap.messages is not None:
+            Path(args.store_trace).mkdir(parents=True, exist_ok=True)
+            (Path(args.store_trace) / f"stores-small-{base.name}.json").write_text(json.dumps(stores_of(run.wiretap.trace), indent=0))
+            (Path(args.store_trace) / f"messages-small-{base.name}.json").write_text(json.dumps(run.wiretap.messages, indent=0))
+            run.wiretap.trace = run.wiretap.messages = None
         return {**({"profile": profiled(args, recording.out)} if recording is not None else {}), "creates": args.small, "nodes": SMALL_NODES, "tasks": tasks, "cpu_s": cpu,
                 "cpu_ms_per_create": 1000 * sum(cpu.values()) / args.small,
                 "messages_per_create": sum(run.wiretap.count.values()) / args.small,
@@ -634,7 +644,8 @@ if __name__ == "__main__":
     parser.add_argument("--profile-dir", help="keep the profiles here (profile-<nodes>.txt: collapsed stacks; "
                         "server-<nodes>-<round>.json: the run with nats-server's profile)")
     parser.add_argument("--store-trace", metavar="DIR", help="write every store of each create, in order (time, writer, "
-                        "atomic batch or not, its size and event types), to DIR/stores-<nodes>-<round>.json")
+                        "atomic batch or not, its size and event types), to DIR/stores-<nodes>-<round>.json; the --small "
+                        "creates' stores and every message of theirs to DIR/stores-small-*.json and messages-small-*.json")
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples a second (--profile)")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown per profile")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
