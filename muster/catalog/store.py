@@ -153,14 +153,30 @@ async def read_state(store: EventLog, tenant: str, up_to_seq: int | None = None)
 
 def state_of(records: Sequence[Recorded]) -> CatalogState:
     """The catalog after these catalog events (a tenant's, in log order)."""
-    state = CatalogState(last_seq=records[-1].seq if records else 0)
-    for v in _history(records):
-        if v.deleted:
-            state.catalog.entities(v.kind).pop(v.name, None)
+    return advanced(CatalogState(), records)
+
+
+def advanced(state: CatalogState, records: Sequence[Recorded]) -> CatalogState:
+    """The catalog after `state` and then `records` (the tenant's catalog events after
+    `state.last_seq`, in log order), as `state_of` of the whole history gives it: a reader that
+    keeps its last state reads only what came since (the planner's, at every request) instead of
+    the tenant's whole catalog history. A new state: `state` and its catalog are left as they
+    were (a running job may hold that catalog)."""
+    if not records:
+        return state
+    catalog = state.catalog.model_copy(update={kind: dict(state.catalog.entities(kind)) for kind in KINDS})
+    versions = dict(state.versions)
+    for r in records:
+        event = r.event
+        if not isinstance(event, CatalogEntityPut | CatalogEntityDeleted) or event.kind not in KINDS:
             continue
-        state.catalog.entities(v.kind)[v.name] = KINDS[v.kind].model_validate(v.entity)
-        state.versions[(v.kind, v.name)] = v.version
-    return state
+        entities = catalog.entities(event.kind)
+        if isinstance(event, CatalogEntityDeleted):
+            entities.pop(event.name, None)  # (a delete of what is not there changes nothing, as in `_history`)
+            continue
+        entities[event.name] = KINDS[event.kind].model_validate(event.entity)
+        versions[(event.kind, event.name)] = versions.get((event.kind, event.name), 0) + 1  # its puts so far
+    return CatalogState(catalog, records[-1].seq, versions)
 
 
 async def read_catalog(store: EventLog, tenant: str) -> Catalog:

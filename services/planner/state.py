@@ -23,7 +23,7 @@ from contracts.catalog import Catalog
 from muster import snapshots
 from muster.bus.appends import MAX_ATOMIC
 from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, pending_appends, rebuild
-from muster.catalog.store import read_state
+from muster.catalog.store import CatalogState, advanced, catalog_filter, read_state
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import job_ids
 from muster.snapshots import Kind, Snapshot, SnapshotSource
@@ -45,14 +45,27 @@ PINNED = 16
 
 
 class LogCatalogs:
-    """The tenant's catalog as the log has it (the `catalog` events)."""
+    """The tenant's catalog as the log has it (the `catalog` events). The current one is read
+    from where the last read of it ended: every request reads it (a create, at admission), and
+    the tenant's whole catalog history each time was a read and a fold that grew with every
+    apply since the first (docs/benchmarks.md, "Scale: what a create reads and sends whatever
+    its size (session 36)"). The log only grows (`EVENTS` denies deletes and purges), so what
+    came since, folded over the last state (`advanced`), is the whole history's fold."""
 
     def __init__(self, log: EventLog) -> None:
         self.log = log
+        self.last: dict[str, CatalogState] = {}
+        """Each tenant's catalog as the last read of it left it."""
 
     async def load(self, tenant: str, up_to_seq: int | None = None) -> tuple[Catalog, int]:
-        state = await read_state(self.log, tenant, up_to_seq)
-        return state.catalog, state.last_seq if up_to_seq is None else up_to_seq
+        if up_to_seq is not None:  # (a running job's catalog, older than the current one)
+            state = await read_state(self.log, tenant, up_to_seq)
+            return state.catalog, up_to_seq
+        known = self.last.get(tenant, CatalogState())
+        state = advanced(known, await self.log.read(catalog_filter(tenant), start_seq=known.last_seq + 1))
+        if state.last_seq >= self.last.get(tenant, known).last_seq:  # (two reads at once: the later one kept)
+            self.last[tenant] = state
+        return state.catalog, state.last_seq
 
 
 class PlannerState:
