@@ -128,7 +128,7 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         last = await _job_state(tracker, c.job_id)
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
-                         ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services)),
+                         ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services) or "none"),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
                          ("expires", lease_end(c.expires_at)),
                          ("config", json.dumps(c.config))):
@@ -138,7 +138,8 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         services = [s + (" (stopped)" if n["desired"].get(s) == "stopped" else "") for s in n["services"]]
         addresses = list(dict.fromkeys(n["ipaddresses"].values()))  # access and bind are often one address
         rows.append([n["id"], n["hostname"], n["hardwaretype"], n["imagetype"], ", ".join(addresses), ", ".join(services)])
-    print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
+    if rows:  # (a deleted cluster's ended on a table header of no nodes; `nodes: 0` says it)
+        print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
 
 
 async def _job_state(tracker: TrackerReads, job_id: str | None) -> str:
