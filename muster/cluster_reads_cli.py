@@ -17,7 +17,7 @@ from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
 from .ops_session import out
-from .readmodel.cost import rate, spend
+from .readmodel.cost import hidden_prices_note, rate, spend
 from .tables import print_rows
 from .times import lease_end, shown_time
 from .tracker_client import TrackerReads
@@ -195,8 +195,12 @@ async def cost(bus: Bus, as_json: bool) -> None:
     report = spend(((c.name, c.id, c.provider, [n.hardwaretype for n in c.nodes]) for c in live), catalog.hardwaretypes)
     # The tracker's answer names the tenant it read (a super admin's `default` too, clusters or none).
     tenant = bus.asked or read.get("tenant") or (every[0].tenant if every else "")
+    # A type the catalog it read lacks, while the tracker hid some of it, is one it may not read:
+    # its price is what a grant shows (one the catalog does not price, no grant shows).
+    hidden = [t for t in report["unknown"] if t not in catalog.hardwaretypes] if read.get("hidden") else []
+    note = hidden_prices_note(tracker.principal, hidden)
     if as_json:
-        echo_json({"tenant": tenant, **report, **({"note": read["note"]} if report["unknown"] and read.get("note") else {})})
+        echo_json({"tenant": tenant, **report, **({"note": note} if note else {})})
         return
     if not live:
         out.print(f"no clusters in tenant {tenant!r}: nothing to pay for" if tenant else "no clusters: nothing to pay for")
@@ -208,8 +212,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
     nodes, clusters = report["nodes"], len(live)
     out.print(f"total: {rate(report['per_hour'])}/h for {nodes} node{'' if nodes == 1 else 's'} in {clusters} cluster{'' if clusters == 1 else 's'}"
               + (f"; no price for {', '.join(report['unknown'])} (counted as 0)" if report["unknown"] else ""))
-    if report["unknown"] and read.get("note"):  # the prices it may not read, not prices the catalog lacks
-        out.print(read["note"])
+    if note:  # the prices it may not read, not prices the catalog lacks
+        out.print(note)
 
 
 COMMANDS = (list_clusters, show, cost)
