@@ -45,6 +45,7 @@ async def test_a_schedules_owner_pauses_resumes_and_deletes_it_from_the_page(api
     writer = Console(session, served, "writer")
     status, page = await writer.get("/ui/governance")
     assert status == 200 and 'data-testid="pause-nightly-ui"' in page and 'data-testid="delete-nightly-ui"' in page
+    assert '<button type="submit" class="primary danger">Delete</button>' in page  # white on red (its text was dark on dark red)
     status, _, location = await writer.post("/ui/governance/schedules/nightly-ui/pause", [])
     assert status == 303 and location.startswith("/ui/governance?said=") and "&seal=" in location
     assert _said(location) == "schedule nightly-ui paused" and await _paused(api, "nightly-ui")
