@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("services.tracker.cli:status", "A job's status, from the tracker (its owner's view, or the log's)."),
     "watch": ("services.tracker.cli:watch", "Follow a job live, stage by stage, until it ends."),
     "history": ("services.tracker.cli:history", "A job's or a cluster's readable timeline from the log."),
+    "logs": ("services.tracker.cli:logs", "What a job's tasks said: each attempt's stdout and stderr, from the log."),
     "replay": ("services.tracker.cli:replay", "Rebuild a cluster's state as it was at a point of the log."),
     "events": ("services.tracker.cli:events", "Dump or tail raw events as JSON lines."),
     "catalog": ("muster.catalog.cli:catalog", "Validate, apply, diff, get, history and delete catalog entities."),
@@ -54,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Run it", ("up", "down", "ps", "demo", "reload", "tls")),
-    ("Clusters and jobs", ("cluster", "job", "status", "watch", "history", "replay", "events")),
+    ("Clusters and jobs", ("cluster", "job", "status", "watch", "history", "logs", "replay", "events")),
     ("Catalog and dry runs without a bus", ("catalog", "solve", "plan")),
     ("Access", ("whoami", "tenant", "user", "token", "grant", "revoke")),
     ("Governance", ("rule", "policy", "notify", "schedule")),

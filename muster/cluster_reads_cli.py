@@ -17,7 +17,7 @@ from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
 from .ops_session import out
-from .readmodel.cost import rate, spend
+from .readmodel.cost import hidden_prices_note, rate, spend
 from .tables import print_rows
 from .times import lease_end, shown_time
 from .tracker_client import TrackerReads
@@ -128,7 +128,7 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         last = await _job_state(tracker, c.job_id)
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
-                         ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services)),
+                         ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services) or "none"),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
                          ("expires", lease_end(c.expires_at)),
                          ("config", json.dumps(c.config))):
@@ -138,7 +138,8 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         services = [s + (" (stopped)" if n["desired"].get(s) == "stopped" else "") for s in n["services"]]
         addresses = list(dict.fromkeys(n["ipaddresses"].values()))  # access and bind are often one address
         rows.append([n["id"], n["hostname"], n["hardwaretype"], n["imagetype"], ", ".join(addresses), ", ".join(services)])
-    print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
+    if rows:  # (a deleted cluster's ended on a table header of no nodes; `nodes: 0` says it)
+        print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
 
 
 async def _job_state(tracker: TrackerReads, job_id: str | None) -> str:
@@ -194,8 +195,12 @@ async def cost(bus: Bus, as_json: bool) -> None:
     report = spend(((c.name, c.id, c.provider, [n.hardwaretype for n in c.nodes]) for c in live), catalog.hardwaretypes)
     # The tracker's answer names the tenant it read (a super admin's `default` too, clusters or none).
     tenant = bus.asked or read.get("tenant") or (every[0].tenant if every else "")
+    # A type the catalog it read lacks, while the tracker hid some of it, is one it may not read:
+    # its price is what a grant shows (one the catalog does not price, no grant shows).
+    hidden = [t for t in report["unknown"] if t not in catalog.hardwaretypes] if read.get("hidden") else []
+    note = hidden_prices_note(tracker.principal, hidden)
     if as_json:
-        echo_json({"tenant": tenant, **report, **({"note": read["note"]} if report["unknown"] and read.get("note") else {})})
+        echo_json({"tenant": tenant, **report, **({"note": note} if note else {})})
         return
     if not live:
         out.print(f"no clusters in tenant {tenant!r}: nothing to pay for" if tenant else "no clusters: nothing to pay for")
@@ -207,8 +212,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
     nodes, clusters = report["nodes"], len(live)
     out.print(f"total: {rate(report['per_hour'])}/h for {nodes} node{'' if nodes == 1 else 's'} in {clusters} cluster{'' if clusters == 1 else 's'}"
               + (f"; no price for {', '.join(report['unknown'])} (counted as 0)" if report["unknown"] else ""))
-    if report["unknown"] and read.get("note"):  # the prices it may not read, not prices the catalog lacks
-        out.print(read["note"])
+    if note:  # the prices it may not read, not prices the catalog lacks
+        out.print(note)
 
 
 COMMANDS = (list_clusters, show, cost)

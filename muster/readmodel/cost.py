@@ -109,3 +109,18 @@ def spend(clusters: Iterable[tuple[str, str, str, Iterable[str]]], hardware: Map
         total, nodes = total + per_hour, nodes + sum(counts.values())
         unknown.update(missing)
     return {"clusters": rows, "nodes": nodes, "per_hour": round(total, 6), "unknown": sorted(unknown)}
+
+
+def hidden_prices_note(principal: str | None, hidden: Iterable[str]) -> str | None:
+    """Which grant shows the prices of `hidden`, the hardware types `spend` counted as 0 because
+    the reader may not read them (not those the catalog gives no price): `GET /v1/cost`'s note,
+    `muster cluster cost`'s and the console's. Until session 36 it was the catalog's note (`13 of
+    the catalog's entities are not shown ...; a cluster is made only from a template its creator
+    may read`), which named neither the prices nor their types."""
+    types = sorted(set(hidden))
+    if not types:
+        return None
+    who = principal or "the reader"
+    grant = f" (a tenant admin can give it: muster grant {principal} read --scope 'catalog:*')" if principal else ""
+    return (f"{who} may not read the price of {', '.join(types)}: prices need read on each hardware type "
+            f"(catalog:hardwaretypes/<name>) or catalog:*{grant}")

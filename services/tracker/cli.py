@@ -1,4 +1,4 @@
-"""Operator commands: `muster status|watch|history|replay|events` (docs/tracker.md).
+"""Operator commands: `muster status|watch|history|logs|replay|events` (docs/tracker.md).
 
 They read through the tracker's HTTP API with the token in use, as every reading command does
 (docs/decisions/0016-people-through-the-tracker.md): a tenant's user sees what its grants let
@@ -32,6 +32,8 @@ from muster.cli_support import (
     json_option,
     stop,
 )
+from muster.readmodel.output import attempt_outputs
+from muster.readmodel.output import render as render_outputs
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
 from muster.tables import Output
@@ -176,6 +178,32 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
         raise CliError(f"nothing in the log for {what}", EXIT_INVALID)
     for line in timeline(events):
         click.echo(json.dumps(line.to_json()) if as_json else line.render())
+
+
+# -- logs ----------------------------------------------------------------------------------------
+
+
+@click.command("logs")
+@click.argument("job_id", required=False, metavar="JOB_ID")
+@click.argument("task_id", required=False, metavar="[TASK]")
+@bus_options
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per attempt")
+@command
+async def logs(job_id: str | None, task_id: str | None, bus: Bus, as_json: bool) -> None:
+    """What a job's tasks said, each attempt: the stdout and stderr of those that ended, the
+    lines a running one reported so far (TASK: that task's attempts only, e.g. n1000.install.base)."""
+    job = job_id_of(job_id, "muster logs")
+    async with TrackerReads(bus) as tracker:
+        events = await tracker.history(job=job)
+    if not events:
+        raise CliError(f"nothing in the log for job {job}", EXIT_INVALID)
+    outputs = attempt_outputs(events, task_id)
+    if not outputs:
+        what = f"task {task_id} of job {job} has" if task_id else f"job {job} has"
+        raise CliError(f"{what} no attempt a provisioner took yet (`muster status {job}` lists its tasks)",
+                       EXIT_INVALID if task_id else EXIT_FAILED)
+    for line in ([json.dumps(o.to_json()) for o in outputs] if as_json else render_outputs(outputs)):
+        click.echo(line)
 
 
 # -- replay ----------------------------------------------------------------------------------------

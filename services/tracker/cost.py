@@ -5,7 +5,8 @@ Both read as the CLI does: the clusters' own events, the catalog the reader may 
 `muster.readmodel.cost.spend`.
 
 A hardware type the reader may not read has no price for it, as in `muster cluster cost`: the
-figure says which types it counts as 0, and the note which grant would show them.
+figure says which types it counts as 0, and the note which grant would show their prices
+(`hidden_prices_note`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from contracts.identity import Scope
 from muster.catalog.store import CatalogState, read_state
 from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import ClusterState, fold_cluster
-from muster.readmodel.cost import spend
+from muster.readmodel.cost import hidden_prices_note, spend
 
 from . import auth as auth_
 from .params import TRACKER, tenant_of
@@ -72,8 +73,10 @@ async def tenant_cost(store: EventLog, tenant: str, may_cluster: Callable[[str],
         by_subject[r.subject].append(r)
     state: CatalogState = await read_state(store, tenant)
     catalog = state.catalog.model_copy(deep=True)
-    note = hidden_note(principal, readable(catalog, may_catalog))
-    return cost_view(tenant, (h for s, h in by_subject.items() if may_cluster(s.rsplit(".", 1)[-1])), catalog, note)
+    kept = [name for name in catalog.hardwaretypes if not may_catalog("hardwaretypes", name)]
+    readable(catalog, may_catalog)
+    view = cost_view(tenant, (h for s, h in by_subject.items() if may_cluster(s.rsplit(".", 1)[-1])), catalog, None)
+    return {**view, "note": hidden_prices_note(principal, [t for t in view["unknown"] if t in kept])}
 
 
 async def get_cost(request: web.Request) -> web.Response:

@@ -266,6 +266,11 @@ def _governance_routes() -> tuple[WriteRoute, ...]:
                                  f"{verb.capitalize()} the tenant's schedule `name` ({who}; as `muster schedule {verb}`, "
                                  "docs/governance.md): no body, no `read` on the tenant needed.", f"governance-{verb}",
                                  Schedule, None, ("name",), answer=GovernanceAnswer, status=200))
+    routes.append(WriteRoute("post", "/v1/governance/subscriptions/{name}/test", "test_subscription",
+                             "Send the tenant's subscription `name` a test notification now (`read` on the tenant; as `muster "
+                             "notify test`, docs/governance.md): 200 with its one attempt (`items[0].status`, the receiver's), "
+                             "503 with why it failed (the receiver's error; a failed test is not tried again).", "governance-notify-test",
+                             Subscription, None, ("name",), answer=GovernanceAnswer, status=200))
     return tuple(routes)
 
 

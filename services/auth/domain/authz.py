@@ -107,7 +107,13 @@ def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grante
 def _ask_an_admin(grantor: Principal | None, grantee: Principal, permission: Permission, scope: Scope, verb: str) -> str:
     if grantor is None or grantor.disabled or grantor.role != "user" or grantor.tenant != scope.tenant:
         return ""
-    does = "take it back" if verb == "revoke" else "give it"
+    # "it" is the grantor's own request only when it asked for itself; for another principal the
+    # hint read "alice has no grant permission ... (a tenant admin can give it: muster grant rita
+    # write ...)", the grant permission seemingly offered by a command that gives rita write.
+    if grantee.id == grantor.id:
+        does = "take it back" if verb == "revoke" else "give it"
+    else:
+        does = f"take {permission} back from {grantee.id}" if verb == "revoke" else f"give {grantee.id} {permission}"
     return f" (a tenant admin can {does}: muster {verb} {grantee.id} {permission} --scope {_scope_arg(scope)})"
 
 

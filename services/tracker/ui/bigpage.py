@@ -94,6 +94,8 @@ async def task(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold,
         raise NotFound(f"{task_id[:80]!r} is not a task id.") from None
     history = await tracker_of(request).store.read(pattern)
     template = "_task.html" if request.query.get("fragment") else "task.html"
-    return render(request, template, viewer, job_id=job_id, status={"cluster_id": fold.job.cluster_id}, seq=fold.seq,
+    owner = fold.job.cluster_id
+    name = await cluster_name(tracker_of(request), viewer.tenant, owner) if owner and template == "task.html" else ""
+    return render(request, template, viewer, job_id=job_id, status={"cluster_id": owner}, seq=fold.seq, cluster_name=name,
                   final=fold.job.is_final,
                   open_task={"task": {**found, "phase": phase, "stage": stage}, "attempts": attempts(history, task_id), "partial": True})

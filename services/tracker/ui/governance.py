@@ -2,6 +2,15 @@
 approval from its page (the plan is the page's task graph), and the tenant's schedules (with
 their last and next runs), approval rules, policies, subscriptions and denied requests.
 
+Each listed entity has the buttons of what the viewer may do with it, each the API's write
+route sent as the viewer (`writes.submit`, as the cluster forms): a schedule's Pause, Resume and
+Delete (`muster schedule pause|resume|delete`) to whom may pause or delete it (its owner, or who
+may run its operation); a rule's and a policy's Delete to the tenant's administrators; a
+subscription's Test and Delete (`muster notify test|remove`) to readers of the tenant. The
+governance service (the notifier for a test) decides and says why when it refuses; its answer
+is said at the page's top (sealed, as a job page's decision). Until session 36 the page only
+listed them: a schedule was paused from the CLI or over HTTP alone.
+
 A policy stored before a check `muster policy apply` makes now denies every operation it judges
 (decision 49): the page says which, at its top and at the policy, with the checks it fails and
 the command that deletes it (`muster policy list` warns in the same words).
@@ -14,23 +23,27 @@ the signed-in person's own token (decision 17, as job control); the planner chec
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
 from contracts.commands import MAX_COMMENT_CHARS, Accepted, ApproveJob, DryRun, RejectJob
 from contracts.errors import too_long_text
-from contracts.identity import Scope
+from contracts.identity import Permission, Scope
 from muster.client import MusterClient, NoAnswer
 from muster.readmodel.cost import rate, type_changes, unpriced
 from services.auth.domain.authz import may_see_schedule
 from services.governance.domain import stored
 
+from .. import csrf
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
+from ..write_api import GOVERNANCE_WRITES
 from ..write_routes import ACTING
-from .kit import page, render, said_at, tracker_of
-from .live import job_form
-from .session import Viewer, session_token
+from ..writes import Actor, submit
+from .kit import page, redirect, render, said_at, signed_out, tracker_of
+from .live import error, job_form
+from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 DECIDE_TIMEOUT_S = 10.0
 
@@ -45,10 +58,92 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
         mine = [s for s in await listing(store, viewer.tenant, "schedule")
                 if may_see_schedule(viewer.name, may, viewer.tenant, s["entity"])]
         return render(request, "governance.html", viewer, partial=f"muster grant {viewer.name} read --scope tenant",
-                      schedule=mine, rule=[], policy=[], subscription=[], denied=[])
+                      schedule=mine, rule=[], policy=[], subscription=[], denied=[], said=said_of(request, viewer),
+                      acts=acts(viewer))
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
     lists["policy"] = [{**p, "failing": failing(p)} for p in lists["policy"]]
-    return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20), **lists)
+    return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20),
+                  said=said_of(request, viewer), acts=acts(viewer), **lists)
+
+
+SAID_KEY = "governance"
+"""What the page's answers are sealed for (csrf.seal's job id): this page's, not a job's."""
+
+ACTIONS: dict[tuple[str, str], str] = {
+    ("schedules", "pause"): "pause_schedule", ("schedules", "resume"): "resume_schedule",
+    ("schedules", "delete"): "delete_schedule", ("rules", "delete"): "delete_rule",
+    ("policies", "delete"): "delete_policy", ("subscriptions", "delete"): "delete_subscription",
+    ("subscriptions", "test"): "test_subscription"}
+"""The page's buttons: (list, verb) -> the API's write route it sends (write_api.py)."""
+ROUTES = {r.name: r for r in GOVERNANCE_WRITES}
+
+
+def acts(viewer: Viewer) -> Any:
+    """What the viewer may do with a listed entity (`kind`, its list item): the verbs whose
+    buttons the page shows. A schedule: whom `muster schedule list` shows it to without `read`
+    on the tenant (its owner, or who may run its operation: may_see_schedule); rules and
+    policies: `grant` on the tenant; subscriptions: `read` on it. Shown is not decided: the
+    governance service checks again and says why it refuses (a schedule's resume by an owner
+    who may no longer run its operation)."""
+    def on_tenant(permission: Permission) -> bool:
+        return viewer.may is None or bool(viewer.may(permission, Scope(tenant=viewer.tenant)))
+
+    def verbs(kind: str, item: dict[str, Any]) -> list[str]:
+        if kind == "schedule":
+            entity = item.get("entity") or {}
+            if viewer.may is not None and not may_see_schedule(viewer.name, viewer.may, viewer.tenant, entity):
+                return []
+            if item.get("ended"):
+                return ["delete"]
+            return ["resume" if entity.get("paused") else "pause", "delete"]
+        if kind in ("rule", "policy"):
+            return ["delete"] if on_tenant("grant") else []
+        return ["test", "delete"] if on_tenant("read") else []
+    return verbs
+
+
+def said_of(request: web.Request, viewer: Viewer) -> str | None:
+    """The answer of the page's last button, if the console sealed it for this viewer."""
+    said = request.query.get("said")
+    if said and csrf.sealed(session_token(request), viewer.tenant, SAID_KEY, said, request.query.get("seal")):
+        return said
+    return None
+
+
+async def act(request: web.Request) -> web.StreamResponse:
+    """POST /ui/governance/{what}/{name}/{verb}: one of the page's buttons, sent as the viewer
+    through the API's own write route; back to the page, which says the answer."""
+    try:
+        viewer = await viewer_of(request)
+    except NeedsSignIn as need:
+        return signed_out(request, need)
+    if not same_origin(request):
+        return error(403, "a governance change must come from the console's own page")
+    what, name, verb = (request.match_info[k] for k in ("what", "name", "verb"))
+    route = ACTIONS.get((what, verb))
+    if route is None:
+        return error(404, f"the governance page has no button {verb[:20]!r} for {what[:20]!r}")
+    form = await request.post()
+    if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
+        return error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    written = await submit(tracker_of(request), request.app[ACTING],
+                           Actor(viewer.tenant, viewer.name, session_token(request), viewer.may), ROUTES[route], {"name": name}, None)
+    kind = what.removesuffix("s").replace("policie", "policy")
+    if written.ok:
+        said = done(kind, name, verb, written.body)
+    else:
+        said = f"{verb} of {kind} {name!r} refused: {written.body['error']['message']}"
+    seal = csrf.seal(session_token(request), viewer.tenant, SAID_KEY, said)
+    return redirect(f"/ui/governance?said={quote(said)}&seal={seal}")
+
+
+def done(kind: str, name: str, verb: str, answer: dict[str, Any]) -> str:
+    """A button's answer in words, as the CLI says it."""
+    if verb == "test":
+        status = (answer.get("items") or [{}])[0].get("status")
+        return f"test notification delivered to {name}" + (f" (HTTP {status})" if status else "")
+    past = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[verb]
+    return f"{kind} {name} {past}"
 
 
 def failing(item: dict[str, Any]) -> list[str]:
@@ -119,4 +214,5 @@ def looked(reply: DryRun) -> str:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/ui/governance", governance)
+    app.router.add_post("/ui/governance/{what}/{name}/{verb}", act)
     app.router.add_post("/ui/jobs/{job_id}/decide", decide)

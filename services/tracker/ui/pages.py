@@ -111,18 +111,31 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 
 def _named_cluster(request: web.Request, viewer: Viewer) -> str | None:
-    """The id of the tenant's cluster (not deleted) that the page's parameter names, if it is a
-    name rather than an id and the viewer may read it; None: an id. A name of no cluster the
-    viewer may read is "no cluster named" (it said "not a cluster id", as if names were not taken)."""
+    """The id of the tenant's cluster that the page's parameter names, if it is a name rather
+    than an id: as every command and the API resolve it (people.resolve_cluster), the live one
+    of that name, else the last deleted one, among those the viewer may read; None: an id. A
+    name of no cluster the viewer may read is "no cluster named" (it said "not a cluster id", as
+    if names were not taken). Until session 36 a deleted cluster's name was "no cluster named"
+    here while `muster cluster show web` and `/v1/replay?cluster=web` showed it, and two live
+    clusters of one name were too, without their ids."""
     value = request.match_info["cluster_id"]
     tracker = tracker_of(request)
     if is_uuid(value) or tracker.index is None:
         return None
-    found = [c["id"] for c in tracker.list_clusters(viewer.tenant, 0, 2, name=value).items if c.get("status") != "deleted"]
-    # Only to who may read it: the redirect's `Location` is the cluster's id (as the API names an id).
-    if len(found) != 1 or not viewer.may_cluster("read", found[0]):
+    # Only those it may read: the redirect's `Location` is the cluster's id (as the API names an id).
+    named = [c for c in tracker.list_clusters(viewer.tenant, 0, MAX_NAMED, name=value).items if viewer.may_cluster("read", c["id"])]
+    live = [c["id"] for c in named if c.get("status") != "deleted"]
+    if len(live) > 1:
+        raise NotFound(f"{len(live)} live clusters are named {value[:80]!r} in tenant {viewer.tenant} ({', '.join(live)}): "
+                       "open one by its id.")
+    chosen = live or [c["id"] for c in named][-1:]  # (oldest first: the last is the latest deleted)
+    if not chosen:
         raise NotFound(f"There is no cluster named {value[:80]!r} in tenant {viewer.tenant}.")
-    return found[0]
+    return chosen[0]
+
+
+MAX_NAMED = 1 << 30
+"""Every cluster of the name (the index is in memory; a page of them would miss the latest)."""
 
 
 @page
@@ -235,7 +248,9 @@ async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if data is None or found is None:
         raise NotFound(f"Job {job_id} has no task {task_id}.")
     template = "_task.html" if request.query.get("fragment") else "task.html"
-    return render(request, template, viewer, job_id=job_id, status=data["status"], seq=data["seq"],
+    owner = data["status"]["cluster_id"]  # its crumbs name the cluster as the job page's do (they said "Cluster")
+    name = await cluster_name(tracker_of(request), viewer.tenant, owner) if owner and template == "task.html" else ""
+    return render(request, template, viewer, job_id=job_id, status=data["status"], seq=data["seq"], cluster_name=name,
                   final=data["status"]["finished_at"] is not None, open_task={"task": found, "attempts": attempts(history, task_id)})
 
 

@@ -217,3 +217,15 @@ def test_a_user_refused_a_grant_is_told_who_can_make_it(state: IdentityState, ve
     refused = run(state, "alice", verb, principal="alice", permission="read").reply
     assert not refused.ok and refused.code == "forbidden"
     assert refused.reason == f"alice has no grant permission on tenant a ({said})", refused.reason
+
+
+@pytest.mark.parametrize(("verb", "said"), [
+    ("grant", "a tenant admin can give carol read: muster grant carol read --scope tenant"),
+    ("revoke", "a tenant admin can take read back from carol: muster revoke carol read --scope tenant")])
+def test_a_user_refused_a_grant_for_another_is_told_what_the_command_gives(state: IdentityState, verb: str, said: str) -> None:
+    """Session 36's walk: alice's `muster grant rita write` was refused `alice has no grant
+    permission on every cluster ... (a tenant admin can give it: muster grant rita write ...)`:
+    "it" read as the grant permission alice lacked, given by a command that gives rita write."""
+    refused = run(state, "alice", verb, principal="carol", permission="read").reply
+    assert not refused.ok and refused.code == "forbidden"
+    assert refused.reason == f"alice has no grant permission on tenant a ({said})", refused.reason

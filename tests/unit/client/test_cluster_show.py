@@ -62,3 +62,20 @@ def test_a_list_of_only_deleted_clusters_says_they_are_hidden(monkeypatch: pytes
     result = CliRunner().invoke(main, ["cluster", "list", "--tracker-url", "http://127.0.0.1:1"])
     assert result.exit_code == 0, result.output
     assert "no clusters in tenant 'acme' (1 deleted: --all lists them)" in result.stdout, result.stdout
+
+
+class Deleted(FakeTracker):
+    async def cluster(self, ref: str) -> Any:
+        return SimpleNamespace(name="shop", id="ab9d453c", status="deleted", status_reason=None, template="hadoop-small",
+                               provider="sim", job_id=JOB, services=[], version=23, nodes=[], expires_at=None,
+                               config={}, to_json=lambda: {"nodes": []})
+
+
+def test_a_deleted_cluster_shows_no_node_table_and_says_it_has_no_services(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 36's walk: `muster cluster show shop` of a deleted cluster printed `services: ` and
+    ended on a header line of an empty node table (`NODE  HOSTNAME  HARDWARE ...`)."""
+    monkeypatch.setattr(muster.cluster_reads_cli, "TrackerReads", lambda bus: Deleted(bus, {"operation": "delete", "state": "succeeded"}))
+    result = CliRunner().invoke(main, ["cluster", "show", "shop", "--tracker-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert " services: none" in lines and "    nodes: 0" in lines and not any(line.startswith("NODE") for line in lines), lines
