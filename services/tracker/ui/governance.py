@@ -9,7 +9,9 @@ may run its operation); a rule's and a policy's Delete to the tenant's administr
 subscription's Test and Delete (`muster notify test|remove`) to readers of the tenant. The
 governance service (the notifier for a test) decides and says why when it refuses; its answer
 is said at the page's top (sealed, as a job page's decision). Until session 36 the page only
-listed them: a schedule was paused from the CLI or over HTTP alone.
+listed them: a schedule was paused from the CLI or over HTTP alone. A Delete asks first, on the
+page, saying what the delete takes away (deleting a rule lets what it held run without
+approval): the post that deletes carries `confirm` = the name, as the cluster form's delete does.
 
 A policy stored before a check `muster policy apply` makes now denies every operation it judges
 (decision 49): the page says which, at its top and at the policy, with the checks it fails and
@@ -59,11 +61,11 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
                 if may_see_schedule(viewer.name, may, viewer.tenant, s["entity"])]
         return render(request, "governance.html", viewer, partial=f"muster grant {viewer.name} read --scope tenant",
                       schedule=mine, rule=[], policy=[], subscription=[], denied=[], said=said_of(request, viewer),
-                      acts=acts(viewer))
+                      acts=acts(viewer), confirming=confirming(request))
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
     lists["policy"] = [{**p, "failing": failing(p)} for p in lists["policy"]]
     return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20),
-                  said=said_of(request, viewer), acts=acts(viewer), **lists)
+                  said=said_of(request, viewer), acts=acts(viewer), confirming=confirming(request), **lists)
 
 
 SAID_KEY = "governance"
@@ -102,6 +104,28 @@ def acts(viewer: Viewer) -> Any:
     return verbs
 
 
+LOSES = {
+    "schedules": "it will not run again",
+    "rules": "the operations it holds for approval will run without one",
+    "policies": "operations will no longer be judged by it",
+    "subscriptions": "its destination will get no more notifications"}
+"""What a Delete takes away, said when the page asks first."""
+
+
+def confirming(request: web.Request) -> dict[str, str] | None:
+    """The Delete the page asks about (`?confirm=<list>/<name>`, where a Delete without
+    `confirm` went), or none. Asking is not deciding: the delete's own post is checked as
+    any other (CSRF, same origin, the service's permission)."""
+    what, _, name = request.query.get("confirm", "").partition("/")
+    if (what, "delete") not in ACTIONS or not name:
+        return None
+    return {"what": what, "name": name, "kind": kind_of(what), "loses": LOSES[what]}
+
+
+def kind_of(what: str) -> str:
+    return what.removesuffix("s").replace("policie", "policy")
+
+
 def said_of(request: web.Request, viewer: Viewer) -> str | None:
     """The answer of the page's last button, if the console sealed it for this viewer."""
     said = request.query.get("said")
@@ -126,9 +150,11 @@ async def act(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
         return error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    if verb == "delete" and str(form.get("confirm") or "") != name:  # the page asks first
+        return redirect(f"/ui/governance?confirm={quote(what, safe='')}/{quote(name, safe='')}#confirm")
     written = await submit(tracker_of(request), request.app[ACTING],
                            Actor(viewer.tenant, viewer.name, session_token(request), viewer.may), ROUTES[route], {"name": name}, None)
-    kind = what.removesuffix("s").replace("policie", "policy")
+    kind = kind_of(what)
     if written.ok:
         said = done(kind, name, verb, written.body)
     else:

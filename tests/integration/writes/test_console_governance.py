@@ -55,7 +55,16 @@ async def test_a_schedules_owner_pauses_resumes_and_deletes_it_from_the_page(api
     assert "governance-said" not in page
     status, _, location = await writer.post("/ui/governance/schedules/nightly-ui/resume", [])
     assert _said(location) == "schedule nightly-ui resumed" and not await _paused(api, "nightly-ui")
+    # A Delete asks first, saying what it takes away; the page's own button then deletes.
     status, _, location = await writer.post("/ui/governance/schedules/nightly-ui/delete", [])
+    assert status == 303 and location == "/ui/governance?confirm=schedules/nightly-ui#confirm", location
+    assert not await _paused(api, "nightly-ui")  # (still there: nothing was sent)
+    status, page = await writer.get(location)
+    assert 'data-testid="confirm-delete"' in page and "Delete schedule nightly-ui?" in page and "will not run again" in page
+    assert '<input type="hidden" name="confirm" value="nightly-ui">' in page
+    status, _, location = await writer.post("/ui/governance/schedules/nightly-ui/delete", [("confirm", "another")])
+    assert location.startswith("/ui/governance?confirm="), location  # (a confirm of another name asks again)
+    status, _, location = await writer.post("/ui/governance/schedules/nightly-ui/delete", [("confirm", "nightly-ui")])
     assert _said(location) == "schedule nightly-ui deleted"
     assert (await api.call("GET", "/v1/governance/schedules/nightly-ui", "root"))[0] == 404
 
@@ -71,7 +80,7 @@ async def test_who_may_not_is_shown_no_button_and_told_why_when_posting_anyway(a
     said = _said(location)
     assert said.startswith("pause of schedule 'theirs-ui' refused: ") and "reader has no execute permission" in said, said
     outsider = Console(session, served, "outsider")  # another tenant: no such schedule, and nothing of ours said
-    status, _, location = await outsider.post("/ui/governance/schedules/theirs-ui/delete", [])
+    status, _, location = await outsider.post("/ui/governance/schedules/theirs-ui/delete", [("confirm", "theirs-ui")])
     assert _said(location) == "delete of schedule 'theirs-ui' refused: no schedule 'theirs-ui' in tenant 'other'"
     status, page, _ = await reader.post("/ui/governance/schedules/theirs-ui/pause", [], csrf="not-the-token")
     assert status == 403 and "CSRF" in page
@@ -83,12 +92,16 @@ async def test_who_may_not_is_shown_no_button_and_told_why_when_posting_anyway(a
     assert status == 200, put
     status, page = await reader.get("/ui/governance")
     assert "big-ui" in page and 'data-testid="delete-big-ui"' not in page
-    status, _, location = await reader.post("/ui/governance/rules/big-ui/delete", [])
+    status, _, location = await reader.post("/ui/governance/rules/big-ui/delete", [("confirm", "big-ui")])
     assert "only the tenant's administrators change its approval rules" in _said(location)
     root = Console(session, served, "root")
     status, page = await root.get("/ui/governance")
     assert 'data-testid="delete-big-ui"' in page
-    status, _, location = await root.post("/ui/governance/rules/big-ui/delete", [])
+    status, page = await root.get("/ui/governance?confirm=rules/big-ui")  # what deleting a rule takes away
+    assert "the operations it holds for approval will run without one" in page
+    status, page = await root.get("/ui/governance?confirm=clusters/big-ui")  # no Delete of that kind here: nothing asked
+    assert 'data-testid="confirm-delete"' not in page
+    status, _, location = await root.post("/ui/governance/rules/big-ui/delete", [("confirm", "big-ui")])
     assert _said(location) == "rule big-ui deleted"
     assert (await api.call("GET", "/v1/governance/rules/big-ui", "root"))[0] == 404
 
@@ -108,5 +121,5 @@ async def test_a_subscription_is_tested_from_the_page_as_over_http(api: Api, ser
     writer = Console(api.session, served, "writer")  # no read on the tenant: neither
     status, page = await writer.get("/ui/governance")
     assert "bus-ui" not in page
-    status, _, location = await reader.post("/ui/governance/subscriptions/bus-ui/delete", [])
+    status, _, location = await reader.post("/ui/governance/subscriptions/bus-ui/delete", [("confirm", "bus-ui")])
     assert _said(location) == "subscription bus-ui deleted"
