@@ -35,7 +35,7 @@ from services.auth.bootstrap import SYSTEM_TOKEN_ENV
 from services.auth.domain.tokens import make_token
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
-from tests import held_print, ports
+from tests import held_print, ports, rewrites
 from tests.leaks import LEAKS
 
 SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
@@ -113,6 +113,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileSche
 
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("asyncio").addHandler(LEAKS)
+    rewrites.before_workers(config)  # the test modules' rewritten asserts, once for every worker
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:

@@ -8,7 +8,9 @@ fixture is counted with the test whose setup or teardown started or stopped it, 
 is right where a test's share of its module's set-up is not. The workers' sessions (collection,
 the session's nats-server) are counted at their end as `<worker>`, the whole run (workers and
 all) as `<whole run>`. Every worker appends lines `nodeid<TAB>wall<TAB>cpu_self
-<TAB>cpu_children` to the file; `python -m tests.cputime <file>` adds them up by file.
+<TAB>cpu_children<TAB>end<TAB>worker` (`end`: the epoch second it ended) to the file;
+`python -m tests.cputime <file>` adds them up by file, and says when each worker's last test
+ended and which tests ended last (the run's tail: what a worker did while the others idled).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _write(nodeid: str, wall: float, own: float, children: float) -> None:
     out = os.environ.get("MUSTER_CPUTIME")
     if out:
         with open(out, "a") as f:
-            f.write(f"{nodeid}\t{wall:.3f}\t{own:.3f}\t{children:.3f}\n")
+            f.write(f"{nodeid}\t{wall:.3f}\t{own:.3f}\t{children:.3f}\t{time.time():.3f}\t{os.environ.get('PYTEST_XDIST_WORKER', '-')}\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -65,9 +67,12 @@ def summary(path: Path, top: int = 40) -> str:
     by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     tests: list[tuple[float, str, float]] = []
     session: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    ends: list[tuple[float, str, str, float]] = []
     for line in path.read_text().splitlines():
-        nodeid, wall, own, children = line.split("\t")
+        nodeid, wall, own, children, *when = line.split("\t")
         w, o, c = float(wall), float(own), float(children)
+        if when and not nodeid.startswith("<"):
+            ends.append((float(when[0]), when[1], nodeid, w))
         if nodeid.startswith("<"):
             session[nodeid] = [session[nodeid][0] + w, session[nodeid][1] + o, session[nodeid][2] + c]
             continue
@@ -87,6 +92,12 @@ def summary(path: Path, top: int = 40) -> str:
     lines += ["", f"{'cpu':>7} {'wall':>6}  test"]
     for cpu, nodeid, w in sorted(tests, reverse=True)[:top]:
         lines.append(f"{cpu:7.1f} {w:6.1f}  {nodeid}")
+    if ends:
+        last = max(e[0] for e in ends)
+        lines += ["", "each worker's last test ended, seconds before the run's last:"]
+        lines += [f"  {worker}: {last - max(e[0] for e in ends if e[1] == worker):6.1f}" for worker in sorted({e[1] for e in ends})]
+        lines += ["", f"the last {top // 2} tests to end (seconds before the end, worker, wall):"]
+        lines += [f"{last - end:6.1f} {worker:>4} {w:6.1f}  {nodeid}" for end, worker, nodeid, w in sorted(ends)[-(top // 2):]]
     return "\n".join(lines)
 
 

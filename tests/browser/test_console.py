@@ -45,9 +45,13 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     expect(page.get_by_test_id("cluster-name")).to_have_text("live")
     expect(page.get_by_test_id("replay-status")).to_contain_text("active")
     slider = page.locator("#at")
+    # The page's script has run (it names the point; it listens to the slider before): a Home
+    # pressed before it moved the slider unheard, and the state stayed "active" (session 36's
+    # fresh-clone run, the page shown but its script not yet run).
+    expect(slider).to_have_attribute("aria-valuetext", re.compile(r"\(latest\)$"))
     slider.focus()
     page.keyboard.press("Home")  # keyboard: the first event of the cluster's history
-    expect(page.get_by_test_id("replay-status")).to_contain_text("pending")
+    expect(page.get_by_test_id("replay-status")).to_contain_text("pending", timeout=LONG)  # (a replay on the server)
     assert "seq=" in page.url
     # A point of the history is not the cluster now: no "State now", no change forms (as ?seq=N renders)
     expect(page.locator("#h-state")).to_have_text("State at a point of its history")
@@ -224,10 +228,13 @@ _STATE_WHEN_LINES_SHOWED = """() => {
 }"""
 
 
-def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Muster, page: Any) -> None:
+def test_a_running_attempts_progress_lines_show_live_under_its_task_and_on_the_tasks_own_page(muster: Muster, page: Any) -> None:
     # talky's install (browser conftest) reports two lines through the simulated automator, then
     # runs 15 s: with 4 s, at load 20, the page showed the lines only once the task had succeeded
     # (the stream's batches, a frame, the panel fetched again: each slow on a loaded machine).
+    # The task's own page follows the same attempt in a second tab (one 15 s job for both: the
+    # page a task's link shares, /ui/jobs/{id}/tasks/{task}, said "Progress (live)" and stayed as
+    # rendered: a reader saw the attempt "claimed" long after it had succeeded).
     created = muster.create("talking", "talky-small", 1)
     page.goto(f"/ui/jobs/{created['job_id']}")
     page.evaluate("window.sameDocument = true")
@@ -235,8 +242,15 @@ def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Must
     # check of the row after Playwright saw the lines adds Playwright's own round trips).
     page.evaluate(_STATE_WHEN_LINES_SHOWED)
     row = page.locator("#tasks tbody tr", has=page.locator("a.task-link", has_text="install.talky"))
-    expect(row).to_have_count(1, timeout=LONG)
+    expect(row).to_have_count(1, timeout=LONG)  # planned: the task's page exists
     row.locator("a.task-link").click()  # opened before it runs: its lines arrive on the stream
+    own = page.context.new_page()
+    own.goto(f"/ui/jobs/{created['job_id']}/tasks/n1000.install.talky")
+    expect(own.locator("h1")).to_contain_text("Task n1000.install.talky")
+    detail = own.get_by_test_id("task-detail")
+    assert "succeeded" not in detail.locator("p").first.inner_text(), "the attempt ended before its page opened"
+    own.evaluate("window.sameDocument = true")
+
     lines = page.get_by_test_id("task-detail").get_by_test_id("attempt-lines")
     expect(lines).to_contain_text("ok: [n1] TASK [install redis]", timeout=LONG)
     expect(lines).to_contain_text("changed: [n1] TASK [configure redis]")
@@ -246,26 +260,13 @@ def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Must
     assert page.evaluate("window.stateWhenLinesShowed") in ("planned", "queued", "claimed")
     assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
     expect(page.locator("#timeline")).not_to_contain_text("TASK [install redis]")  # under its task, not in the timeline
-    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
 
-
-def test_a_tasks_own_page_follows_its_running_attempt_to_its_end(muster: Muster, page: Any) -> None:
-    # The page a task's link shares (/ui/jobs/{id}/tasks/{task}) said "Progress (live)" and stayed
-    # as rendered: a reader saw the attempt "claimed" long after it had succeeded.
-    created = muster.create("talking-alone", "talky-small", 1)
-    page.goto(f"/ui/jobs/{created['job_id']}")
-    link = page.locator("#tasks tbody tr a.task-link", has_text="install.talky")
-    expect(link).to_have_count(1, timeout=LONG)  # planned: the task's page exists
-    page.goto(f"/ui/jobs/{created['job_id']}/tasks/n1000.install.talky")
-    expect(page.locator("h1")).to_contain_text("Task n1000.install.talky")
-    detail = page.get_by_test_id("task-detail")
-    assert "succeeded" not in detail.locator("p").first.inner_text(), "the attempt ended before its page opened"
-    page.evaluate("window.sameDocument = true")
     expect(detail.get_by_test_id("attempt-lines")).to_contain_text("changed: [n1] TASK [configure redis]", timeout=LONG)
     expect(detail.locator("p").first).to_contain_text("succeeded", timeout=LONG)
     expect(detail.get_by_test_id("attempt").first.locator("h4")).to_contain_text("succeeded")
-    expect(page.get_by_test_id("task-live")).to_have_text("finished: succeeded", timeout=LONG)
-    assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
+    expect(own.get_by_test_id("task-live")).to_have_text("finished: succeeded", timeout=LONG)
+    assert own.evaluate("window.sameDocument === true")  # from the stream, without a reload
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
 
 
 def test_pages_whose_stream_the_tracker_ends_say_why(muster: Muster, page: Any) -> None:

@@ -93,8 +93,37 @@ def _nats_servers_under(path: Path) -> list[str]:
     return found
 
 
-async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[asyncio.subprocess.Process, dict[str, str]], tmp_path: Path) -> None:
+async def test_up_runs_a_create_another_shell_finds_it_a_second_up_refuses_and_ctrl_c_leaves_no_orphans(
+        muster_up: tuple[asyncio.subprocess.Process, dict[str, str]], tmp_path: Path) -> None:
+    """Issue #18.9: `muster up` picks a free NATS port, so the CLI worked only from the same
+    directory; and a busy tracker port said only "tracker exited during start". Issue #18.3: a
+    second `muster up` in the same data directory used to start a second nats-server on the same
+    store (and damage it). Then a create in each tenant, and Ctrl-C. (One `muster up` for all of
+    it: each start costs seconds, docs/testing.md.)"""
     proc, seen = muster_up
+    await _second_up_refused(proc, seen, tmp_path)
+    assert proc.returncode is None, "muster up stopped"
+    data = tmp_path / "data"
+    assert seen["another shell"] == (f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']} "
+                                     f"MUSTER_TRACKER_URL={seen['tracker']} MUSTER_CREDENTIALS={(data / 'credentials').resolve()})")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
+    assert code == 0 and "provisioner " in out, out
+    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_TRACKER_URL=seen["tracker"],
+                              MUSTER_CREDENTIALS=str(data / "credentials"))
+    assert code == 0, out
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out = await _muster("up", "--data-dir", str(tmp_path / "other"), "--tracker-port", str(port), cwd=elsewhere)
+        assert code == 2 and f"tracker port {port} on 127.0.0.1 is in use by another program" in out, out
+        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
+                                  MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
+        assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the port is in use" in out, out
+
     nats_url, tracker = seen["nats"], seen["tracker"]
     assert nats_url.startswith("nats://127.0.0.1:") and tracker.startswith("http://127.0.0.1:")
     assert _nats_servers_under(tmp_path)
@@ -239,37 +268,6 @@ async def _muster(*args: str, cwd: Path, **env: str) -> tuple[int, str]:
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode()
-
-
-async def test_another_shell_finds_the_deployment_a_second_up_refuses_and_a_busy_port_is_named(
-        muster_up: tuple[asyncio.subprocess.Process, dict[str, str]], tmp_path: Path) -> None:
-    """Issue #18.9: `muster up` picks a free NATS port, so the CLI worked only from the same
-    directory; and a busy tracker port said only "tracker exited during start". Issue #18.3: a
-    second `muster up` in the same data directory used to start a second nats-server on the same
-    store (and damage it). (One `muster up` for both: each start costs seconds, docs/testing.md.)"""
-    proc, seen = muster_up
-    await _second_up_refused(proc, seen, tmp_path)
-    assert proc.returncode is None, "muster up stopped"
-    data = tmp_path / "data"
-    assert seen["another shell"] == (f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']} "
-                                     f"MUSTER_TRACKER_URL={seen['tracker']} MUSTER_CREDENTIALS={(data / 'credentials').resolve()})")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
-    assert code == 0 and "provisioner " in out, out
-    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_TRACKER_URL=seen["tracker"],
-                              MUSTER_CREDENTIALS=str(data / "credentials"))
-    assert code == 0, out
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        code, out = await _muster("up", "--data-dir", str(tmp_path / "other"), "--tracker-port", str(port), cwd=elsewhere)
-        assert code == 2 and f"tracker port {port} on 127.0.0.1 is in use by another program" in out, out
-        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
-                                  MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
-        assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the port is in use" in out, out
 
 
 # -- --planners and --autoscale (docs/scaling.md; the autoscaler's timing: tests/unit/scaling) --
@@ -472,13 +470,16 @@ async def _reload_reads_the_webhook_files_added_while_up_runs(proc: asyncio.subp
     assert code == 0, out
     logs = "".join(p.read_text(errors="replace") for p in (data / "logs").iterdir() if p.is_file())
     assert value not in logs and "notifier reloaded" in logs and "pool reloaded" in logs
+    secrets.write_text(json.dumps({"@secrets": {"ops-hook": value}}))  # whole again: a notifier refuses to start on it
 
 
-async def test_muster_ps_lists_each_process_and_counts_a_restart_and_muster_reload_reads_webhook_files(tmp_path: Path) -> None:
+async def test_muster_ps_counts_a_restart_muster_reload_reads_webhook_files_and_a_backup_restored_elsewhere_has_its_clusters(
+        tmp_path: Path) -> None:
     """No command listed a deployment's processes (an earlier session's walk): `muster ps` reads
     what the running `muster up` says of itself and checks each PID on the machine. Then, in the
-    same deployment (each start of one costs seconds, docs/testing.md), `muster reload`:
-    `_reload_reads_the_webhook_files_added_while_up_runs`."""
+    same deployment (each start of one costs seconds, docs/testing.md), `muster reload`
+    (`_reload_reads_the_webhook_files_added_while_up_runs`) and a backup of it, stopped, restored
+    elsewhere (`_a_backup_restored_elsewhere_has_its_clusters`)."""
     data = tmp_path / "data"
     async with _up(tmp_path) as (proc, seen):
         code, said = await _muster("ps", "--json", "--data-dir", str(data), cwd=tmp_path)
@@ -499,22 +500,24 @@ async def test_muster_ps_lists_each_process_and_counts_a_restart_and_muster_relo
         row = next(line.split() for line in said.splitlines() if line.startswith("solver "))
         assert code == 0 and row == ["solver", str(solver["pid"]), "alive", "1", str(data.resolve() / "logs" / "solver.log")], said
         await _reload_reads_the_webhook_files_added_while_up_runs(proc, seen, tmp_path)
-    code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
-    assert code != 0 and f"no muster deployment runs in {data}" in said, said
+        await _a_backup_restored_elsewhere_has_its_clusters(proc, seen, tmp_path)
+    assert _nats_servers_under(tmp_path) == []
 
 
-async def test_a_backup_of_a_stopped_deployment_restored_into_another_directory_has_its_clusters(tmp_path: Path) -> None:
+async def _a_backup_restored_elsewhere_has_its_clusters(proc: asyncio.subprocess.Process, seen: dict[str, str],
+                                                      tmp_path: Path) -> None:
     """docs/runtime.md, "Backing up and restoring": stop, `cp -a` the data directory, start on the
     copy elsewhere. The copy has the clusters, the credentials that open them, and its services
     (the provisioner's identity and plugin state among them) run the next job."""
     data, other = tmp_path / "data", tmp_path / "elsewhere"
-    async with _up(tmp_path) as (proc, seen):
-        async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
-            sent = await client.send("default", CreateCluster(name="kept", template="hadoop-small", nodes=2))
-            assert isinstance(sent, Accepted), sent
-            assert isinstance(await client.wait(sent.job_id, tenant="default", timeout=120), JobSucceeded)
-        code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
-        assert code == 0 and await asyncio.wait_for(proc.wait(), 30) == 0, said
+    async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
+        sent = await client.send("default", CreateCluster(name="kept", template="hadoop-small", nodes=2))
+        assert isinstance(sent, Accepted), sent
+        assert isinstance(await client.wait(sent.job_id, tenant="default", timeout=120), JobSucceeded)
+    code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
+    assert code == 0 and await asyncio.wait_for(proc.wait(), 30) == 0, said
+    code, said = await _muster("ps", "--data-dir", str(data), cwd=tmp_path)
+    assert code != 0 and f"no muster deployment runs in {data}" in said, said
     other.mkdir()
     copied = await asyncio.create_subprocess_exec("cp", "-a", str(data), str(other / "data"))
     assert await copied.wait() == 0
@@ -523,4 +526,4 @@ async def test_a_backup_of_a_stopped_deployment_restored_into_another_directory_
         assert code == 0 and [(c["name"], c["status"], c["nodes"]) for c in json.loads(said)] == [("kept", "active", 2)], said
         code, said = await _muster("cluster", "expand", "kept", "--add", "1", "--wait", "--data-dir", str(other / "data"), cwd=other)
         assert code == 0 and "succeeded" in said, said
-    assert _nats_servers_under(tmp_path) == []
+    assert _nats_servers_under(other) == []

@@ -67,6 +67,10 @@ class Served:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)  # type: ignore[arg-type]
 
     async def ask_auth(self, nc: Any, verb: str, **body: Any) -> dict[str, Any]:
+        if asyncio.get_running_loop() is not self.loop:
+            # `nc` reads on the deployment's loop: its answer, set from that thread, did not wake
+            # a test's own loop, which saw it only when the request's 10 s timer fired (session 36).
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.ask_auth(nc, verb, **body), self.loop))
         reply = await nc.request(subjects.auth_request("root", verb), json.dumps(body).encode(), timeout=10)
         answer = json.loads(reply.data)
         assert answer["ok"], answer
