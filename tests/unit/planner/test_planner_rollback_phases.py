@@ -62,7 +62,7 @@ def _plan(kind: str, nodes: list[NodeSpec], stopped: set[tuple[str, str]], asked
         return keep_stopped(CAT, nodes, asked["op"], asked["names"], None, stopped)
     if kind == "restore":
         return restore_plan(CAT, nodes, _nodes(asked["target"]), asked["config"], stopped, asked["then"]).plan
-    plan = fix_plan(CAT, nodes, asked["fixes"])
+    plan = fix_plan(CAT, nodes, asked["fixes"], stopped)
     return plan if asked["rolling"] is None else batched(plan, asked["rolling"]).plan  # a node's phases in its batch
 
 
