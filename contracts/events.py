@@ -692,15 +692,18 @@ class ServiceChange(Event):
     running: str | None = Field(default=None, description="running: the digest of the config it runs with (null: not "
                                                            "known); it is outdated while that is not the cluster's config")
     nodes: list[str]
+    before: ServiceLife | None = Field(default=None, description=(
+        "v2: the state these nodes' service was in before the job (null: none known: new on the node, or a v1 event)"))
 
 
 class ServicesMoved(Event):
     """What a job did to services, recorded on the cluster once, when the job ends (not one event
-    per task): each (node, service) its succeeded tasks moved, with the state they left it in.
-    With config changes and checks, the services' states are folded from these."""
+    per task): each (node, service) its succeeded tasks moved, with the state they left it in and
+    (v2) the one it was in before, so a reader of the log sees what moved from where. With config
+    changes and checks, the services' states are folded from these."""
 
     type: Literal["ServicesMoved"] = "ServicesMoved"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     cluster_id: str
     job_id: str
     changes: list[ServiceChange]

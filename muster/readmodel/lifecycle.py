@@ -67,7 +67,8 @@ def after(state: ServiceLife | None, action: Action) -> ServiceLife | None:
 def moves(states: Mapping[Pair, State], done: Iterable[tuple[str, str, Action, str]]) -> list[ServiceChange]:
     """What a job's succeeded service tasks (node, service, action, digest of the config the task
     carried), in the order they ran on each pair, left of the states before it: one change per
-    pair that moved, grouped. A transition the machine does not know from there records nothing
+    pair that moved, grouped, with the state it was in before (`before`: a reader of the log sees
+    what moved from where). A transition the machine does not know from there records nothing
     (no fact to go by)."""
     final: dict[Pair, tuple[str, str | None, str | None]] = {}
     for node, service, action, config in done:
@@ -88,11 +89,12 @@ def moves(states: Mapping[Pair, State], done: Iterable[tuple[str, str, Action, s
         elif action in (Action.STOP, Action.INSTALL):
             running = None
         final[key] = (nxt, configured, running)
-    groups: dict[tuple[str, str, str | None, str | None], list[str]] = {}
+    groups: dict[tuple[str, str, str | None, str | None, str | None], list[str]] = {}
     for (node, service), (state, configured, running) in final.items():
-        groups.setdefault((service, state, configured, running), []).append(node)
-    return [ServiceChange(service=s, state=st, configured=c, running=r, nodes=sorted(nodes))  # type: ignore[arg-type]
-            for (s, st, c, r), nodes in sorted(groups.items(), key=lambda g: tuple(str(x) for x in g[0]))]
+        before = states.get((node, service), (None, None, None))[0]
+        groups.setdefault((service, state, configured, running, before), []).append(node)
+    return [ServiceChange(service=s, state=st, configured=c, running=r, nodes=sorted(nodes), before=b)  # type: ignore[arg-type]
+            for (s, st, c, r, b), nodes in sorted(groups.items(), key=lambda g: tuple(str(x) for x in g[0]))]
 
 
 def apply_moves(states: MutableMapping[Pair, State], changes: Iterable[ServiceChange], nodes: Mapping[str, Any]) -> None:

@@ -198,8 +198,11 @@ def describe(e: Any) -> str:
             return f"{e.count} task records"
         case "ServicesMoved":
             # Where each service is now, as a sentence naming the job (it read `services left: base
-            # running on n1; ...`, no job, and a removal said to be "removed on" its nodes).
-            moved = "; ".join(f"{c.service} {'removed from' if c.state == 'removed' else c.state + ' on'} {_some(c.nodes)}"
+            # running on n1; ...`, no job, and a removal said to be "removed on" its nodes), and
+            # where it was (v2's `before`: `b stopped -> running on n1`; none known, as a v1 event
+            # reads: new on the node, or an older record).
+            moved = "; ".join(f"{c.service} {c.before + ' -> ' if c.before else ''}"
+                              f"{'removed from' if c.state == 'removed' else c.state + ' on'} {_some(c.nodes)}"
                               for c in e.changes)
             return f"job {e.job_id[:8]} left {moved}" if e.changes else f"job {e.job_id[:8]} moved no service"
         case "PlanSaved":

@@ -9,19 +9,20 @@ drift is; the Cluster aggregate keeps the observations).
 - A stop job that succeeds makes its services desired-stopped on the nodes it stopped them on;
   any job that starts a service on a node makes it desired-running there again
   (`ServicesDesired`, per (node, service): `muster/readmodel/desired.py`).
-- The repair of drift re-runs, one phase after another: install and configure where a service
-  failed (one phase per service), the start of every service that should run and does not
-  (with what it needs running), the stop of every service that runs and should not, the restart
-  of every service that runs an older config, configure and restart where its node was not even
-  configured with the cluster's config (`stale`: written for the members before an expand or a
-  shrink). Before all that, a node whose services' state is unknown (its ssh did not answer) is
-  confirmed by its provider and its services started and asked again (`reconnect`). A service failed while something it needs is down
-  too is only started, after that (`repairs`).
+- The repair of drift re-runs, one phase after another, on exactly the drifted pairs: install
+  and configure where a service failed (one phase per service), the start of every service
+  that should run and does not (the start of what it needs thrown in, but where that is meant to
+  be stopped), the stop of every service that runs and should not, the restart of every service
+  that runs an older config, configure and restart where its node was not even configured with
+  the cluster's config (`stale`: written for the members before an expand or a shrink). Before
+  all that, a node whose services' state is unknown (its ssh did not answer) is confirmed by its
+  provider and its services started (stopped, those meant to be) and asked again (`reconnect`).
+  A service failed while something it needs is down too is only started, after that (`repairs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from contracts.catalog import Action, Service
 from contracts.events import ServiceState
@@ -35,7 +36,7 @@ from .errors import PlanError
 from .job import Job
 from .model import Plan
 from .plan import build_plan
-from .restore import chain_phases, pair_phases
+from .restore import chain_phases, exact
 
 
 def expected_state(job: Job, task_id: str) -> ServiceState | None:
@@ -70,16 +71,28 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     fixes = repairs(services, cluster)
     if not fixes:
         raise PlanError("nothing to repair")
-    return fix_plan(services, nodes, fixes)
+    return fix_plan(services, nodes, fixes, cluster.stopped_pairs())
 
 
-def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapping[Pair, str]) -> Plan:
-    """The phases of a repair, from what each (node, service) needs (`repairs`)."""
+def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapping[Pair, str], stopped: Collection[Pair] = ()) -> Plan:
+    """The phases of a repair, from what each (node, service) needs (`repairs`), each on exactly
+    its pairs (`restore.exact`): what the drift says, and a start thrown in for what a started
+    service needs, never for a pair meant to be stopped (`stopped`). Before session 36 each
+    phase planned its operation's closure on the pairs' nodes: a restart of an outdated service
+    restarted what needs it there, one the user had stopped too (started, and meant to run from
+    then on); a stop stopped what needs it there, meant to run or not; a start started what it
+    needs there, stopped or not; a reconnect started a service meant to be stopped (decision 53)."""
+    kept = set(stopped)
     phases: list[Plan] = []
     # First the nodes that could not be asked: their provider confirms them (and brings their
     # ssh back where it can, docs/plugins.md), then their services are started (a start leaves
-    # one that runs as it is) and asked again.
-    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"})
+    # one that runs as it is) and asked again; one meant to be stopped is stopped instead (a
+    # stop leaves a stopped one as it is), with the stops below.
+    reconnect = {k for k, r in fixes.items() if r == "reconnect"}
+    phases += exact(services, nodes, "repair-node", reconnect - kept, kept)
+    bare = sorted({n for n, _ in reconnect & kept} - {n for n, _ in reconnect - kept})
+    if bare:  # a node with only those: its confirm alone
+        phases.append(build_plan(services, nodes, "repair-node", services=[], node_ids=bare))
     for service in sorted({s for (_, s), r in fixes.items() if r == "reinstall"}):
         failed = sorted({n for (n, s), r in fixes.items() if r == "reinstall" and s == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
@@ -87,7 +100,8 @@ def fix_plan(services: Mapping[str, Service], nodes: list[NodeSpec], fixes: Mapp
                           ("configure-restart", ("reconfigure",))):
         # per (node, service): a service stopped on one node and meant to run on another is
         # started there only
-        phases += pair_phases(services, nodes, action, {k for k, r in fixes.items() if r in kinds})
+        chosen = {k for k, r in fixes.items() if r in kinds} | (reconnect & kept if action == "stop" else set())
+        phases += exact(services, nodes, action, chosen, kept)
     return chain_phases(phases)
 
 

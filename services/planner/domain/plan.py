@@ -60,13 +60,17 @@ def build_plan(
     node_ids: Sequence[str] | None = None,
     config: Any = None,
     pairs: Collection[tuple[str, str]] | None = None,
+    stopped: Collection[tuple[str, str]] = (),
 ) -> Plan:
     """The task DAG of `operation` on the cluster `nodes` (semantics per operation in
     docs/planner.md). `config`: the cluster's config the tasks will carry, whose macros may read
     other nodes' addresses (`_Builder.add_reads`). `pairs` instead of `services` and `node_ids`:
     exactly these (node, service) pairs, without the operation's closure (a restore puts back a
     state where a service was stopped and what needs it ran: a stop's dependents are not its
-    to stop). Raises PlanError on invalid input or a dependency cycle."""
+    to stop). `stopped`: (node, service) pairs meant to be stopped (the user's `stop`), whose
+    start is never thrown in: a thrown-in start is for a service that runs (an idempotent start,
+    Coopr's safety), and starting one the user stopped changes what was asked (docs/planner.md,
+    "Subsets"; decision 53). Raises PlanError on invalid input or a dependency cycle."""
     if operation not in CHAINS:
         raise PlanError(f"unknown operation {operation!r}; operations are {sorted(CHAINS)}")
     op = OPERATIONS[operation]
@@ -80,13 +84,13 @@ def build_plan(
         planned_nodes, planned_services = {n for n, _ in wanted}, {s for _, s in wanted}
     else:
         planned_nodes, planned_services = _planned_nodes(op, nodes, node_ids), _planned_services(op, resolver, services)
-    builder = _Builder(catalog_services, nodes, op.chain)
+    builder = _Builder(catalog_services, nodes, op.chain, stopped)
     for node in nodes:
         if node.id in planned_nodes:
             chosen = [s for s in dict.fromkeys(node.services) if s in planned_services
                       and (wanted is None or (node.id, s) in wanted)]
             builder.add_node(node.id, chosen, op.machine)
-    builder.add_rules(resolver)
+    builder.add_rules(resolver, every_need=wanted is not None)
     builder.add_reads(config)
     return Plan.assemble(builder.tasks.values(), builder.links(), builder.thrown_in)
 
@@ -144,8 +148,10 @@ def _planned_services(op: Operation, resolver: DependencyResolver, services: Seq
 
 
 class _Builder:
-    def __init__(self, catalog: Mapping[str, Service], nodes: Sequence[NodeSpec], order: tuple[Action, ...]) -> None:
+    def __init__(self, catalog: Mapping[str, Service], nodes: Sequence[NodeSpec], order: tuple[Action, ...],
+                 stopped: Collection[tuple[str, str]] = ()) -> None:
         self.catalog, self.order = catalog, order
+        self.stopped = frozenset(stopped)
         self.tasks: dict[str, PlannedTask] = {}
         self.chain: dict[tuple[str, str], None] = {}
         self.fanins: list[Link] = []
@@ -188,7 +194,10 @@ class _Builder:
                     self.chain[(previous, tid)] = None
                 previous = tid
 
-    def add_rules(self, resolver: DependencyResolver) -> None:
+    def add_rules(self, resolver: DependencyResolver, every_need: bool = False) -> None:
+        """`every_need`: a thrown-in start's own needs are thrown in too (exact pairs, without
+        the closure that plans them in an operation on services: every start still follows the
+        starts of what it needs, on every node, as in a create)."""
         for rule in RULES:
             if rule.after not in self.order:
                 continue
@@ -197,7 +206,18 @@ class _Builder:
                 sources = [src for dep in sorted(deps) for src in self._sources(rule.before, dep)]
                 if sources:  # cross-node fan-in: one link, every host of every dependency
                     self.fanins.append((tuple(sources), tuple(self.planned[(rule.after, service)])))
+        if every_need and A.START in self.order:
+            self._throw_in_needs(resolver)
         self._order_thrown_in(resolver)
+
+    def _throw_in_needs(self, resolver: DependencyResolver) -> None:
+        todo, seen = sorted(self.thrown), set(self.thrown)
+        while todo:
+            for dep in sorted(resolver.direct(todo.pop(), Kind.RUNTIME, A.START)):
+                self._sources(A.START, dep)
+                if dep in self.thrown and dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
 
     def add_reads(self, config: Any) -> None:
         """A service task whose macros (the cluster's config, or its own action's fields: the
@@ -257,9 +277,10 @@ class _Builder:
             tid = task_id(node, action, service)
             if tid in self.tasks:
                 found.append(tid)
-            elif action is A.START:
+            elif action is A.START and (node, service) not in self.stopped:
                 # A running service outside the operation: Coopr throws its START in "for
-                # safety" (starts are idempotent). Install and stop edges from outside are dropped.
+                # safety" (starts are idempotent). Install and stop edges from outside are dropped,
+                # and so is a start of one meant to be stopped: it does not run, and is to stay so.
                 self.thrown_in.append(self._add(node, action, service))
                 self.thrown.setdefault(service, []).append(tid)
                 found.append(tid)

@@ -163,16 +163,17 @@ def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cm
     """The plan of a layout-changing operation, and the cluster's nodes after it."""
     current = list(cluster.nodes.values())
     op = job.operation
+    stopped = cluster.stopped_pairs()  # no start thrown in for them (`build_plan`)
     if op in ("create", "expand"):
         change = resize.expand(current, layout, node_factory(cluster, catalog, current))
         plan = build_plan(catalog.services, change.nodes, op, node_ids=None if op == "create" else change.planned,
-                          config=cluster.config)
+                          config=cluster.config, stopped=stopped)
     elif op == "shrink":
         change = resize.shrink(current, layout)
         plan = build_plan(catalog.services, current, op, node_ids=change.planned)
     elif op == "add-services":
         change = resize.add_services(current, layout, cmd.services)
-        plan = build_plan(catalog.services, change.nodes, op, services=cmd.services, node_ids=change.planned)
+        plan = build_plan(catalog.services, change.nodes, op, services=cmd.services, node_ids=change.planned, stopped=stopped)
     else:  # remove-services
         change = resize.remove_services(current, cmd.services)
         plan = build_plan(catalog.services, current, op, services=cmd.services, node_ids=change.planned)
@@ -192,7 +193,8 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     node_ids = sorted(set(nodes)) if nodes else None
     if job.operation in KEEPS_STOPPED:
         return keep_stopped(catalog.services, list(cluster.nodes.values()), job.operation, services, node_ids, cluster.stopped_pairs())
-    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services, node_ids=node_ids)
+    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services, node_ids=node_ids,
+                      stopped=cluster.stopped_pairs())
 
 
 KEEPS_STOPPED = {"configure-restart": "configure", "upgrade": "repair-install"}
@@ -205,12 +207,16 @@ def keep_stopped(services: Mapping[str, Service], nodes: list[NodeSpec], operati
     """A configure with a restart or an upgrade: the services meant to run are changed and
     restarted, those meant to be stopped (`stopped`) changed only (`KEEPS_STOPPED`), in a phase
     after, so they stay stopped (it started every one of them, and made them meant to run), as a
-    repair and a rollback to a job treat them. Without any, the plain plan, as before."""
+    repair and a rollback to a job treat them. Without any, the plain plan, as before. A
+    restarted service that needs one kept stopped (on any node) starts without it, as it ran
+    (`build_plan`'s `stopped`): before session 36 its start was thrown in, and the job left it
+    running and meant to run (decision 53)."""
     planned = {(n.id, s) for n in nodes if node_ids is None or n.id in node_ids for s in n.services if names is None or s in names}
     rest = planned & set(stopped)
     if not rest:
-        return build_plan(services, nodes, operation, services=names, node_ids=node_ids)
-    return chain_phases([*exact(services, nodes, operation, planned - rest), *exact(services, nodes, KEEPS_STOPPED[operation], rest)])
+        return build_plan(services, nodes, operation, services=names, node_ids=node_ids, stopped=stopped)
+    return chain_phases([*exact(services, nodes, operation, planned - rest, stopped),
+                         *exact(services, nodes, KEEPS_STOPPED[operation], rest, stopped)])
 
 
 def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:

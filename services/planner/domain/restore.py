@@ -25,7 +25,6 @@ from typing import Any
 
 from contracts.catalog import Action, Service
 from contracts.layout import NodeSpec
-from muster.readmodel import desired
 from muster.readmodel.desired import Pair
 
 from .model import Plan, PlannedTask
@@ -62,13 +61,17 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     if gone:
         phases.append(build_plan(services, current, "shrink", node_ids=gone))
     back = [then[i] for i in then if i not in now]
+    # stopped now and meant to be then: no phase throws in their start (before session 36 a
+    # restart or a start of what needs one started it, and the last phase stopped it again)
+    kept = set(stopped_now) & set(stopped_then)
     interim = [*current, *back]
     # the later phases are planned on the nodes as the first two leave them: without the nodes
     # deleted, nor the services removed (an expand or add-services threw in the start of a
     # service they need on every node that has it, one deleted or removed by then too)
     left = [_with(n, [s for s in n.services if s in then[n.id].services]) for n in interim if n.id not in gone]
     if back:
-        phases.append(build_plan(services, left, "expand", node_ids=[n.id for n in back], config=config))
+        phases.append(build_plan(services, left, "expand", node_ids=[n.id for n in back], config=config,
+                                 stopped=kept))
     added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
     missing = sorted({s for _, s in added})
     if missing:
@@ -77,14 +80,14 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
         # each planned service on every planned node that has it (installed and started again)
         widened = [_with(n, sorted({s for s in n.services if n.id not in nodes or s not in missing}
                                    | {s for s in then[n.id].services if (n.id, s) in added})) for n in left]
-        phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
+        phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes, stopped=kept))
     in_target = {(n.id, s) for n in target for s in n.services}
     run, rest = in_target - set(stopped_then), in_target & set(stopped_then)
     if config_changed:
-        phases += exact(services, target, "configure-restart", run)
-        phases += exact(services, target, "configure", rest)
+        phases += exact(services, target, "configure-restart", run, kept)
+        phases += exact(services, target, "configure", rest, kept)
     start = set() if config_changed else run & set(stopped_now)
-    phases += exact(services, target, "start", start)
+    phases += exact(services, target, "start", start, kept)
     started = {(n.id, s) for n in back for s in n.services} | added | (in_target - set(stopped_now))
     # and whatever an earlier phase starts: a start thrown in for what a planned service needs,
     # a start's of what its services need, on a node where it is meant to be stopped (before
@@ -94,30 +97,20 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     return Restore(chain_phases(phases), tuple(interim))
 
 
-def exact(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
-    """The plan of `operation` on exactly these pairs, if any. Before session 35 a restore
+def exact(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
+          stopped: Collection[Pair] = ()) -> list[Plan]:
+    """The plan of `operation` on exactly these pairs, if any, throwing in no start of the pairs
+    `stopped` (meant to be stopped: `build_plan`). Before session 35 a restore
     stopped a service meant to be stopped on every node that has it as a cluster-wide stop
     does, with its dependents on every node: those the target keeps running too; and a
     restore, a configure --restart keeping services stopped, planned the services of each set
     of nodes a phase after another's, so a restart could stop a service under what needs it
-    (`pair_phases`, which a repair still uses)."""
-    return [build_plan(services, nodes, operation, pairs=pairs)] if pairs else []
+    (`pair_phases`, which a repair used until session 36)."""
+    return [build_plan(services, nodes, operation, pairs=pairs, stopped=stopped)] if pairs else []
 
 
 def _with(node: NodeSpec, services: list[str]) -> NodeSpec:
     return node if services == node.services else node.model_copy(update={"services": services})
-
-
-def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair]) -> list[Plan]:
-    """Plans of `operation` on these (node, service) pairs, one per set of nodes, each with the
-    operation's closure on its nodes (a repair's: a restart of a service restarts what needs it
-    there, a reconnect starts what its services need), never on a service's other nodes."""
-    if not pairs:
-        return []
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for service, on in sorted(desired.by_service(pairs).items()):
-        groups.setdefault(tuple(sorted(on)), []).append(service)
-    return [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:

@@ -78,6 +78,9 @@ def test_a_restore_leaves_each_node_with_the_targets_services_in_their_state(
     assert _run(plan, state) == []
     left = {p: s for p, s in state.items() if s not in ("absent", "gone")}
     assert left == {p: "stopped" if p in stopped_then else "running" for p in _pairs(then)}
+    # stopped now and then: never started on the way (a start thrown in for a service that
+    # needs it was, before session 36, and stopped again at the end)
+    assert [t.id for t in plan.tasks if t.action is A.START and (t.node, t.service) in stopped_now & stopped_then] == []
     if not config:
         assert [t.id for t in plan.tasks if t.action is A.STOP and (t.node, t.service) in kept] == []
 
@@ -112,15 +115,26 @@ def test_a_node_given_a_service_is_not_given_again_those_it_has() -> None:
     assert not [t.id for t in plan.tasks if t.id == "p1.n1.start.b"]
 
 
-def test_a_service_meant_to_be_stopped_that_a_phase_started_is_stopped_again() -> None:
+def test_a_service_stopped_now_and_then_is_not_started_for_a_node_made_again() -> None:
     """b stopped on n1, now and in the target, which has n2 with a (it needs b) too: the phase
-    that makes n2 again threw in the start of b on n1, and no phase stopped it again."""
+    that makes n2 again threw in the start of b on n1 (before session 34 no phase stopped it
+    again; before session 36 the last one did: it ran a while)."""
     now = [node("n1", "base", "b")]
     stopped = {("n1", "b"), ("n2", "a")}
     plan = restore_plan(CAT, now, [node("n1", "base", "b"), node("n2", "base", "a")], False, {("n1", "b")}, stopped).plan
-    assert "p1.n1.start.b" in plan.thrown_in
+    assert not plan.thrown_in and not [t.id for t in plan.tasks if t.node == "n1"]
     state = {("n1", "b"): "stopped"}
     assert _run(plan, state) == [] and state == {("n1", "b"): "stopped", ("n2", "a"): "stopped"}
+
+
+def test_a_service_meant_to_be_stopped_that_a_phase_started_is_stopped_again() -> None:
+    """b running on n1 now, stopped in the target, which has n2 with a (it needs b): the phase
+    that makes n2 again throws in b's start on n1 (it runs: idempotent), and the last stops it."""
+    now = [node("n1", "base", "b")]
+    plan = restore_plan(CAT, now, [node("n1", "base", "b"), node("n2", "base", "a")], False, set(), {("n1", "b")}).plan
+    assert "p1.n1.start.b" in plan.thrown_in
+    state = {("n1", "b"): "running"}
+    assert _run(plan, state) == [] and state == {("n1", "b"): "stopped", ("n2", "a"): "running"}
 
 
 def test_a_service_stopped_on_every_node_leaves_its_dependents_the_target_keeps_running() -> None:
@@ -157,3 +171,12 @@ def test_a_restore_rolled_back_wherever_it_stopped_leaves_the_cluster_as_before_
     back = rollback_plan(plan, done, DEEP, had, stopped_now)
     ran(back, set(back.index), state)
     assert {p: s for p, s in state.items() if s not in ("gone", "absent")} == {p: s for p, s in before.items() if state[p] != "gone"}
+
+
+def test_a_restore_restarting_a_service_does_not_start_its_need_stopped_now_and_then() -> None:
+    """c stopped on n2 now and in the target, a on n1 needs it, the config to put back: the
+    restart threw in c's start on n2, and a last phase stopped it again (c ran a while, which
+    the user had stopped)."""
+    nodes = [node("n1", "base", "a", "c"), node("n2", "base", "b", "c")]
+    plan = restore_plan(DEEP, nodes, nodes, True, {("n2", "c")}, {("n2", "c")}).plan
+    assert [t.id for t in plan.tasks if t.node == "n2" and t.service == "c" and t.action in (A.START, A.STOP)] == []

@@ -67,26 +67,26 @@ def _job(draw: st.DrawFn, rolling: bool) -> dict[str, Any]:
     chosen = draw(st.lists(st.sampled_from(sorted(layout)), min_size=1, unique=True))
     had: Collection[Pair] = pairs
     if op in ("configure", "restart", "start", "stop"):
-        plan = build_plan(CAT, nodes, op, services=draw(st.one_of(st.none(), some)))
+        plan = build_plan(CAT, nodes, op, services=draw(st.one_of(st.none(), some)), stopped=stopped)  # as `plan_direct`
     elif op in ("configure-restart", "upgrade"):
         names = [draw(st.sampled_from(present))] if op == "upgrade" else draw(st.one_of(st.none(), some))
         plan = keep_stopped(CAT, nodes, op, names, None, stopped)
     elif op == "repair":
         fixes = {p: draw(st.sampled_from(("reconnect", "reinstall", "stop") if p in stopped else RUN_KINDS))
                  for p in draw(st.sets(st.sampled_from([p for p in pairs if p[1] != "base"]), min_size=1))}
-        plan = fix_plan(CAT, nodes, fixes)
+        plan = fix_plan(CAT, nodes, fixes, stopped)
     elif op == "restore":
         target = draw(LAYOUT)
         then = draw(st.sets(st.sampled_from([p for p in _pairs(target) if p[1] != "base"])))
         plan = restore_plan(CAT, nodes, _nodes(target), draw(st.booleans()), stopped, then).plan
     elif op in ("create", "expand"):
-        plan = build_plan(CAT, nodes, op, node_ids=None if op == "create" else chosen)
+        plan = build_plan(CAT, nodes, op, node_ids=None if op == "create" else chosen, stopped=stopped)
         had = [] if op == "create" else [p for p in pairs if p[0] not in chosen]
     elif op == "shrink":
         plan = build_plan(CAT, nodes, op, node_ids=chosen)
     else:  # add-services, remove-services
         names = draw(some)
-        plan = build_plan(CAT, nodes, op, services=names, node_ids=chosen)
+        plan = build_plan(CAT, nodes, op, services=names, node_ids=chosen, stopped=stopped)
         if op == "add-services":
             had = [p for p in pairs if not (p[0] in chosen and p[1] in names)]
     batches: list[list[str]] = []

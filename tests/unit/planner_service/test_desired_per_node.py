@@ -13,6 +13,7 @@ from contracts.commands import (
     CheckCluster,
     ConfigureCluster,
     DryRun,
+    ExpandCluster,
     Rejected,
     RepairCluster,
     RestartServices,
@@ -128,3 +129,20 @@ def test_a_v1_desired_state_reads_as_cluster_wide() -> None:
     assert cluster.stopped_pairs() == {("n1", "zk"), ("n2", "zk")}
     assert desired.compact(cluster.layout(), {("n1", "zk")}) == ([], {"zk": ["n1"]})
     assert desired.compact(cluster.layout(), {("n1", "zk"), ("n2", "zk"), ("n3", "zk")}) == (["zk"], {})
+
+
+async def test_a_start_elsewhere_or_an_expand_does_not_start_a_service_meant_to_be_stopped(h: Harness) -> None:
+    """The namenode stopped on its node (the datanodes there too, and a worker's kept running),
+    then a start of a worker's datanode and an expand: each threw in the namenode's start (the
+    datanode needs it), and the job made it meant to run again (decision 53)."""
+    cid = await h.cluster_of(3)
+    nodes = h.cluster(cid).nodes
+    [master] = [n for n in sorted(nodes) if "hdfs-namenode" in nodes[n].services]
+    worker = next(n for n in sorted(nodes) if n != master and "hdfs-datanode" in nodes[n].services)
+    await h.ok(StopServices(cluster_id=cid, services=["hdfs-namenode"], nodes=[master]))
+    for cmd in (StartServices(cluster_id=cid, services=["hdfs-datanode"], nodes=[worker]), ExpandCluster(cluster_id=cid, nodes=4)):
+        dry = await h.send(cmd.model_copy(update={"dry_run": True}))
+        assert isinstance(dry, DryRun), dry
+        assert not [t["id"] for t in dry.plan["tasks"] if t["service"] == "hdfs-namenode" and t["action"] == "start"]
+        await h.ok(cmd)
+        assert (master, "hdfs-namenode") in h.cluster(cid).stopped_pairs()

@@ -330,3 +330,13 @@ async def test_bad_input_is_rejected_by_name_and_nothing_reaches_the_log(h: Harn
     assert len(h.log.records) == before
     # ...and the planner still answers.
     assert isinstance(await h.send_raw("create", b"{"), Rejected)
+
+
+async def test_a_jobs_moves_say_where_each_service_was_before_it(h: Harness) -> None:
+    """`ServicesMoved` (v2) has each change's state before the job: a reader of the log sees a
+    stop's `running -> stopped`, not only `stopped` (session 36)."""
+    cid = await h.cluster_of(2)
+    stop = await h.ok(StopServices(cluster_id=cid, services=["hdfs-datanode"]))
+    [moved] = [r.event for r in h.log.records if r.type == "ServicesMoved" and r.event.job_id == stop.job_id]
+    assert moved.v == 2 and ("hdfs-datanode", "running", "stopped") in {(c.service, c.before, c.state) for c in moved.changes}
+    assert {c.before for c in moved.changes} == {"running"}

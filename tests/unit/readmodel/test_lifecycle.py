@@ -88,3 +88,16 @@ def test_a_config_naming_members_is_stale_once_they_change_and_a_digest_recorded
     assert lifecycle.outdated(states, config, two) == set()
     assert [(d.observed, d.repair) for d in drift(two, set(), {}, *[f(states, {"x": 1}, two) for f in (lifecycle.outdated, lifecycle.stale)])] \
         == [("stale", "reconfigure")]
+
+
+def test_a_jobs_moves_say_where_each_service_was_before_it() -> None:
+    """`ServicesMoved` said only where a job left each service: a restart and a start both read
+    `running on n1`. v2 records the state before too, grouped by it (session 36)."""
+    states: dict[Pair, State] = {("n1", "a"): ("stopped", D_OLD, None), ("n2", "a"): ("running", D_OLD, D_OLD),
+                                 ("n1", "b"): ("running", D_OLD, D_OLD)}
+    done = [("n1", "a", A.START), ("n2", "a", A.STOP), ("n2", "a", A.START), ("n1", "b", A.STOP), ("n1", "b", A.REMOVE),
+            ("n3", "c", A.INSTALL), ("n3", "c", A.CONFIGURE)]
+    changes = lifecycle.moves(states, [(n, s, a, D_OLD) for n, s, a in done])
+    assert [(c.service, c.before, c.state, c.nodes) for c in changes] == [
+        ("a", "running", "running", ["n2"]), ("a", "stopped", "running", ["n1"]), ("b", "running", "removed", ["n1"]),
+        ("c", None, "configured", ["n3"])]

@@ -187,5 +187,18 @@ def test_what_a_job_left_on_a_cluster_and_a_saved_plan_are_said_in_words() -> No
                              "hdfs-namenode running on n1000")
     assert lines[3].text == f"job {J[:8]} left hdfs-datanode removed from n1003, n1004; hdfs-datanode running on n1005"
     assert lines[4].text == f"job {J[:8]} moved no service"
+    # v2: where each was before (session 36: a start and a restart both read `running on n1`);
+    # a v1 record reads as it did
+    moved_from = ServicesMoved(cluster_id="c", job_id=J, changes=[
+        ServiceChange(service="b", state="running", nodes=["n1", "n2"], before="stopped"),
+        ServiceChange(service="b", state="running", nodes=["n3"], before="running"),
+        ServiceChange(service="c", state="removed", nodes=["n3"], before="running"),
+        ServiceChange(service="d", state="running", nodes=["n4"])])
+    old = ServicesMoved.model_validate({"type": "ServicesMoved", "v": 1, "cluster_id": "c", "job_id": J,
+                                        "changes": [{"service": "b", "state": "stopped", "nodes": ["n1"]}]})
+    [now, before] = timeline([rec(6, 5, "cluster", moved_from), rec(7, 6, "cluster", old)])
+    assert now.text == (f"job {J[:8]} left b stopped -> running on n1, n2; b running -> running on n3; "
+                        "c running -> removed from n3; d running on n4")
+    assert (old.v, before.text) == (1, f"job {J[:8]} left b stopped on n1")
     assert lines[1].text == "plan 5c3c saved: expand, 12 tasks (apply it: muster cluster apply 5c3c)"
     assert lines[2].text == "name 'c1' taken by cluster c"
