@@ -84,6 +84,26 @@ async def _api(js: JetStreamContext, verb: str, stream: str, body: bytes, timeou
     return answer
 
 
+INFO_TRIES = 3
+"""How many times a stream's info is asked before its wait ends in an error. It is always answered
+by a server whose routes are whole; a JetStream API request that reaches a node while a fresh
+cluster joins a pair of routes again (a duplicate closed, a second to wait) can be dropped
+unanswered, as an update can: session 36's `.ci/run` saw a provisioner's INFO go unanswered 10 s
+in `test_replicas_auth.py` (docs/testing.md, "Known intermittent")."""
+
+
+async def _info(js: JetStreamContext, stream: str) -> dict[str, Any]:
+    for attempt in range(1, INFO_TRIES + 1):
+        try:
+            return await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
+        except NatsTimeout:
+            if attempt == INFO_TRIES:
+                raise
+            log.info("a stream's info went unanswered: asked again", stream=stream, waited_s=INFO_TIMEOUT_S,
+                     attempt=attempt)
+    raise AssertionError("unreachable")  # (the loop returns or raises)
+
+
 async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeout: float = UPDATE_TIMEOUT_S,
                           may_update: bool | None = None) -> int | None:
     """The stream given at least `want` replicas if it has fewer; its replicas now (as far as
@@ -91,7 +111,7 @@ async def ensure_replicas(js: JetStreamContext, stream: str, want: int, *, timeo
     is waited for `INFO_TIMEOUT_S`). `may_update`: whether this connection may update streams
     (the auth service's may); by default, only when the server authorizes nobody (every other
     service's rights leave updates to the auth service: docs/security.md)."""
-    info = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
+    info = await _info(js, stream)
     if "error" in info:
         if info["error"].get("err_code") == STREAM_NOT_FOUND:
             return None
@@ -132,7 +152,7 @@ async def _update(js: JetStreamContext, stream: str, config: dict[str, Any], hav
             # answers one of several at once; the others' wait runs out, as seen on a 3-node
             # cluster), one lost while the cluster's routes were joined again, or one this
             # connection may not make after all: what the stream has now tells which.
-            now = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
+            now = await _info(js, stream)
             have = int(now.get("config", {}).get("num_replicas") or have)
             if have >= want:
                 return have
@@ -155,7 +175,7 @@ async def _led(js: JetStreamContext, stream: str, elected: asyncio.Event) -> Non
     before this connection subscribed: another service's update landed first)."""
     if elected.is_set():
         return
-    info = await _api(js, "INFO", stream, b"", INFO_TIMEOUT_S)
+    info = await _info(js, stream)
     if "cluster" not in info or (info["cluster"] or {}).get("leader"):
         return
     try:
