@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from contracts.base import DEFERRED
+from contracts.catalog import KINDS, NAME_PATTERN
 
 CATALOG_APPLY = "catalog-apply"
 CATALOG_DELETE = "catalog-delete"
@@ -39,11 +40,22 @@ class ApplyCatalog(_Request):
         "would change; nothing is written"))
 
 
+def _known_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+    return kind
+
+
 class DeleteCatalogEntity(_Request):
+    """Delete one entity: `kind` one of the catalog's kinds, `name` as every entity's name is
+    made. A request wrong in both is told both."""
+
+    # Both checked here, not by the planner after: a missing `kind` and a NUL in `name` was told
+    # of `kind` only (the name was any text, looked up once the kind was known).
     type: Literal["DeleteCatalogEntity"] = "DeleteCatalogEntity"
     v: Literal[1] = 1
-    kind: str = Field(max_length=64)
-    name: str = Field(max_length=128)
+    kind: Annotated[str, AfterValidator(_known_kind)] = Field(max_length=64)
+    name: str = Field(pattern=NAME_PATTERN, max_length=128)
 
 
 CatalogRequest = Annotated[ApplyCatalog | DeleteCatalogEntity, Field(discriminator="type")]

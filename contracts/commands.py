@@ -36,6 +36,10 @@ def too_many_nodes(nodes: object) -> str:
     """The one sentence for a size past muster's own bound (whatever the template says): the
     CLI's, the HTTP API's and the console's."""
     return f"a cluster has at most {MAX_CLUSTER_SIZE:,} nodes (muster's limit, whatever the template says); {nodes} requested"
+MAX_LEASE_S = 100 * 365 * 86400
+"""The longest lease a create asks for, or an extension adds (a century): 99999999999d made the
+planner's lease arithmetic overflow (an internal error for the requester); forever is 0, or a
+template without a lease."""
 MAX_RELAYOUTS = 5
 RELAYOUT = ("after a task failed past its retries and the job was rolled back, ask the solver for up to this many other "
             "layouts, each excluding the ones tried (default: the template's `administration.relayout`, else 0)")
@@ -90,7 +94,7 @@ class CreateCluster(Command):
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
     pool: PoolWait = Field(default_factory=PoolWait)
     lease_s: float | None = Field(
-        default=None, ge=0,
+        default=None, ge=0, le=MAX_LEASE_S,
         description="Coopr's initialLeaseDuration, in seconds: at most the template's initial lease (default: it)",
     )
     relayout: Annotated[int, Field(ge=0, le=MAX_RELAYOUTS), NOT_A_BOOL] | None = Field(default=None, description=RELAYOUT)
@@ -244,7 +248,7 @@ class ExtendLease(Command):
     type: Literal["ExtendLease"] = "ExtendLease"
     v: Literal[1] = 1
     cluster_id: str = Field(pattern=ID)
-    by_s: float | None = Field(default=None, gt=0, description="extend by this long (default: the template's step)")
+    by_s: float | None = Field(default=None, gt=0, le=MAX_LEASE_S, description="extend by this long (default: the template's step)")
     until: datetime | None = Field(default=None, description="extend until then (ISO 8601, with a time zone)")
     if_version: Annotated[int, Field(ge=1), NOT_A_BOOL] | None = Field(default=None, description="refuse unless the cluster is at this version")
 

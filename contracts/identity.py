@@ -14,9 +14,17 @@ configuration.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from contracts.base import DEFERRED
 
@@ -225,8 +233,25 @@ AUTH_VERBS = (
 )
 
 
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, and the bidirectional ones that make text read other than it is stored
+(U+202E turns what follows around): a token's name, a reason, a tenant's description are shown
+in lists and terminals."""
+
+
+def _plain_text(value: str) -> str:
+    found = _UNSEEN.search(value)
+    if found is not None:
+        raise ValueError(f"has a control or bidirectional character (U+{ord(found.group()):04X}): give plain text")
+    return value
+
+
+PlainText = Annotated[str, AfterValidator(_plain_text)]
+
+
 class AuthRequest(BaseModel):
-    """Every auth request body: the fields a verb does not use must be absent or empty."""
+    """Every auth request body: a verb takes only the fields it reads (`AUTH_VERB_FIELDS`); another
+    one given a value is refused, naming it (`auth_body_problems`)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -234,13 +259,48 @@ class AuthRequest(BaseModel):
     principal: str | None = Field(default=None, max_length=64, description="the user or service the request is about")
     role: Literal["tenant_admin", "user", "super_admin", "service"] | None = None
     service: ServiceKind | None = None
-    description: str = Field(default="", max_length=500)
+    description: PlainText = Field(default="", max_length=500)
     token_id: str | None = Field(default=None, max_length=64)
     expires_in_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400)
-    name: str = Field(default="", max_length=128)
+    name: PlainText = Field(default="", max_length=128)
     permission: Permission | None = None
     scope: str | None = Field(default=None, max_length=400, description="tenant, cluster:<id>, job:<id>, catalog:<kind>/<name>, queue:<class>")
-    reason: str = Field(default="", max_length=500)
+    reason: PlainText = Field(default="", max_length=500)
+
+
+AUTH_VERB_FIELDS: dict[str, tuple[str, ...]] = {
+    "whoami": (), "tenant-create": ("tenant", "description"), "tenant-list": (),
+    "user-create": ("principal", "tenant", "role", "service", "expires_in_s", "name"), "user-list": ("tenant",),
+    "user-disable": ("principal", "reason"), "token-create": ("principal", "expires_in_s", "name"),
+    "token-revoke": ("token_id", "principal"), "token-list": ("principal",),
+    "grant": ("principal", "permission", "tenant", "scope"), "revoke": ("principal", "permission", "tenant", "scope"),
+}
+"""The body fields each verb reads (a user's first token's `name` and `expires_in_s` too)."""
+TOKEN_ID = re.compile(r"^(?:[0-9a-f]{12}|jwt-[!-~]{1,60})$")
+"""A muster token's id, or an identity provider's token's (`jwt-` and its `jti`, or a digest)."""
+
+
+def auth_body_problems(verb: str, request: AuthRequest) -> list[str]:
+    """What makes `request` no body of `verb`, each naming its field, before the verb reads it:
+    a field it does not read given a value (a `name` to whoami, a `tenant` to token-create was
+    ignored, and the request answered as another one), and a tenant, principal, token id or
+    scope that none can be (a NUL in a tenant was answered about the missing principal)."""
+    takes = AUTH_VERB_FIELDS.get(verb)
+    if takes is None:
+        return []
+    given = [f for f in AuthRequest.model_fields if getattr(request, f) not in (None, "")]
+    unread = [f for f in given if f not in takes]
+    problems = [f"{verb} takes no {', '.join(unread)} (it takes {', '.join(takes) or 'no field'})"] if unread else []
+    tenant, principal, token_id, scope = (getattr(request, f) if f in takes else None for f in ("tenant", "principal", "token_id", "scope"))
+    if tenant and not TENANT_NAME.fullmatch(tenant):
+        problems.append(f"tenant {tenant!r} is not a valid name: use 1-64 letters, digits, '-' or '_', starting with a letter or digit")
+    if principal and not valid_principal_id(principal):
+        problems.append(f"principal id {principal!r}: use 1-64 lowercase letters, digits or '-', starting with a letter or digit")
+    if token_id and not TOKEN_ID.fullmatch(token_id):
+        problems.append(f"token_id {token_id!r} is no token's id: `muster token list` shows them (12 hex digits, or jwt-...)")
+    if scope and (_UNSEEN.search(scope) or " " in scope):
+        problems.append(f"scope {scope!r} has a space, control or bidirectional character: no scope has one")
+    return problems
 
 
 class AuthReply(BaseModel):

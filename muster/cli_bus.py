@@ -46,6 +46,7 @@ from .bus.connect import (
     saved_url,
 )
 from .bus.eventstore import ConcurrencyError, StoreError
+from .bus.wire import cancel_and_wait
 from .cli_support import (
     EXIT_DENIED,
     EXIT_INVALID,
@@ -57,7 +58,7 @@ from .cli_support import (
     translates,
 )
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
-from .tls.context import TlsError, TlsRefused, http_connector, http_ssl
+from .tls.context import PROBE_AFTER_S, TlsError, TlsRefused, http_connector, http_ssl, speaks_tls
 
 T = TypeVar("T")
 
@@ -193,14 +194,20 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
     not something to wait for."""
     seen: list[Exception] = []
 
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+
     async def note(err: Exception) -> None:  # the server's refusal comes as an error, then "no servers"
         seen.append(err)
+        if isinstance(err, ConnectionRefusedError) and "," not in url and not refused.done():
+            refused.set_result(err)
         if refusals is not None:
             await refusals.on_error(err)
 
+    connecting = asyncio.ensure_future(connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
+                                               disconnected_cb=_quiet, data_dir=data_dir))
     try:
-        return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
-                             disconnected_cb=_quiet, data_dir=data_dir)
+        await _settled(connecting, url, refused)
+        return await connecting
     except TlsRefused as err:
         raise CliError(str(err), EXIT_UNREACHABLE) from None
     except CredentialsError as err:
@@ -213,12 +220,44 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         # Only a server that answered may be a TLS one: where nothing listens the hint misleads.
         listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
-        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?"
+        why = "nothing listens there: connection refused" if isinstance(err, ConnectionRefusedError) else type(err).__name__
+        raise CliError(f"cannot reach NATS at {url} ({why}){plain}: is `muster up` running, or NATS_URL set?"
                        f"{missing_data_dir(url, connect_module.DEFAULT_URL, data_dir)}", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise
         raise CliError(refused_message(credentials().source), EXIT_DENIED) from None
+
+
+async def _settled(connecting: asyncio.Future[Client], url: str, refused: asyncio.Future[Exception]) -> None:
+    """Return once `connecting` is done, or fail as soon as how it ends is known: nats-py tries
+    4 times, each one up to its connect timeout. `refused` (set by the error callback): the one
+    server refused the connection, nothing listens there, and the 3 more tries took 1.5 s to say
+    so. A `nats://` server that wants TLS first: it says nothing to a plain client, so each try
+    waited out its timeout (about 10 s in all before "cannot reach NATS"); a connect not done
+    within `PROBE_AFTER_S` has the server asked, once, beside it (`speaks_tls`)."""
+    probe: asyncio.Future[str | None] | None = None
+    tls_url: str | None = None
+    ends: set[asyncio.Future[Any]] = {connecting, refused}
+    try:
+        done, _ = await asyncio.wait(ends, timeout=PROBE_AFTER_S, return_when=asyncio.FIRST_COMPLETED)
+        if not done and url.startswith("nats://"):
+            probe = asyncio.ensure_future(speaks_tls(url.split(",")))
+            done, _ = await asyncio.wait({*ends, probe}, return_when=asyncio.FIRST_COMPLETED)
+            tls_url = probe.result() if done == {probe} else None
+        if not done or done == {probe} and tls_url is None:  # (not TLS: nats-py's tries decide)
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        if connecting.done():
+            return
+    finally:
+        if probe is not None:
+            probe.cancel()
+        if not connecting.done():
+            await cancel_and_wait(connecting)
+    if tls_url is not None:
+        raise CliError(f"NATS at {tls_url} wants TLS (it answered a TLS handshake, and says nothing to a plain client): "
+                       f"give its URL as tls://{tls_url.removeprefix('nats://')}", EXIT_UNREACHABLE)
+    raise refused.result()
 
 
 async def connect_bus(bus: Bus, refusals: Refusals | None = None) -> Client:

@@ -233,11 +233,32 @@ class WholeNumber(click.IntRange):
             if not re.fullmatch(r"[+-]?[0-9]+", text):
                 self.fail(f"{str(value)[:40]!r} is not a whole number{': give ' + wants if wants else ''}", param, ctx)
             if len(text.lstrip("+-0")) > 18:  # (int() of 5,000 digits raises; no option wants one)
-                self.fail(f"{text[:40] + ('…' if len(text) > 40 else '')!r} is out of range{': give ' + wants if wants else ' (over 18 digits)'}", param, ctx)
+                # The bound it passes, not the other one: 10**40 read "out of range: give at least 1".
+                passed = self.min if text.startswith("-") else self.max
+                bound = f"give {'at least' if text.startswith('-') else 'at most'} {passed}" if passed is not None else ""
+                self.fail(f"{text[:40] + ('…' if len(text) > 40 else '')!r} is out of range: {bound or 'over 18 digits'}", param, ctx)
             number = int(text)
         if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
             self.fail(f"{str(value)[:40]!r} is out of range: give {wants}", param, ctx)
         return number
+
+
+class NodeCount(WholeNumber):
+    """A count of nodes (`--nodes`, `--add`, `--remove`): one past muster's limit on a cluster's
+    size is said in that limit's one sentence (`contracts.commands.too_many_nodes`, as the
+    request's own check says it of 10,001), however many digits it has: 10**40 read "out of
+    range: give at least 1", naming no limit."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from contracts.commands import MAX_CLUSTER_SIZE, too_many_nodes
+
+        digits = str(value).strip().removeprefix("+").lstrip("0")
+        if re.fullmatch(r"[0-9]+", digits) and (len(digits) > 18 or int(digits) > MAX_CLUSTER_SIZE):
+            self.fail(too_many_nodes(f"{int(digits):,}" if len(digits) <= 18 else f"a number of {len(digits):,} digits"), param, ctx)
+        return super().convert(value, param, ctx)
 
 
 NAME_MAX, PATH_MAX = 255, 4096

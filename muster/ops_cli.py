@@ -43,7 +43,7 @@ from muster.help_group import WholeHelpGroup
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
-from .cli_support import CliError, Duration, WholeNumber, command, job_id_of, json_option, parse_json_arg
+from .cli_support import CliError, Duration, NodeCount, WholeNumber, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import parse_rolling as _rolling
 from .ops_care_cli import rolling_options, seconds
 from .ops_session import CAPTURE, Options, Session, chosen, cluster_op, create_op, job_op, out
@@ -121,7 +121,7 @@ def _pool_wait(urgency: int, wait_for_hosts: str | None, callback: str | None) -
 @cluster.command("create")
 @click.argument("name")
 @click.option("--template", "-t", required=True, help="cluster template")
-@click.option("--nodes", "-n", required=True, type=WholeNumber(1), help="number of nodes")
+@click.option("--nodes", "-n", required=True, type=NodeCount(), help="number of nodes")
 @click.option("--services", "-s", multiple=True, help="services (comma-separated or repeated; default: the template's)")
 @click.option("--provider", default=None, help="provider for every node (default: the template's)")
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
@@ -158,8 +158,8 @@ async def delete(cluster_ref: str, opts: Options) -> None:
 
 @cluster.command("expand")
 @click.argument("cluster_ref", metavar="CLUSTER")
-@click.option("--nodes", "-n", type=WholeNumber(1), default=None, help="the new total")
-@click.option("--add", type=WholeNumber(1), default=None, help="how many nodes to add")
+@click.option("--nodes", "-n", type=NodeCount(), default=None, help="the new total")
+@click.option("--add", type=NodeCount(), default=None, help="how many nodes to add")
 @relayout_option
 @pool_options
 @cluster_op
@@ -175,8 +175,8 @@ async def expand(cluster_ref: str, nodes: int | None, add: int | None, relayout:
 
 @cluster.command("shrink")
 @click.argument("cluster_ref", metavar="CLUSTER")
-@click.option("--nodes", "-n", type=WholeNumber(1), default=None, help="the new total")
-@click.option("--remove", type=WholeNumber(1), default=None, help="how many nodes to remove")
+@click.option("--nodes", "-n", type=NodeCount(), default=None, help="the new total")
+@click.option("--remove", type=NodeCount(), default=None, help="how many nodes to remove")
 @cluster_op
 async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: Options) -> None:
     """Remove nodes from CLUSTER."""

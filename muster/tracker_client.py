@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from contracts import subjects
 from contracts.events import EVENT_ADAPTER
 from contracts.identity import Permission
 from contracts.records import Recorded
@@ -84,6 +85,9 @@ class TrackerReads:
         except CredentialsError as err:
             raise credentials_failed(err) from None
         if self.tenant is not None:
+            # Said here as a request on the bus says it: the tracker's words named its header
+            # (`X-Muster-Tenant 'a.b' is not a tenant name`), which no command has.
+            subjects.token(self.tenant, "tenant")
             self._headers[TENANT_HEADER] = self.tenant
         self._http: aiohttp.ClientSession | None = None
         self.log_end = 0

@@ -325,9 +325,9 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
     """Delete NAME of KIND from the catalog; refused, with every reason, while a template or a
     live cluster uses it."""
     kind = _kind(kind_word)
+    request = DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user())  # (a name no entity has: before the bus)
     async with await open_client(bus) as client:
         tenant = client.tenant
-        request = DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user())
         answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc), tenant)
         if answer is None:  # no planner: delete it ourselves (the right to is the bus's to give)
             try:

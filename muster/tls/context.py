@@ -190,6 +190,55 @@ def plain_to_tls(err: BaseException, urls: list[str]) -> str:
     return "; a server that wants TLS first answers a plain nats:// client nothing: if it runs TLS, give its URL as tls://"
 
 
+PROBE_AFTER_S = 0.5
+"""How long a `nats://` connect of a command goes without an answer before `speaks_tls` asks the
+server whether it wants TLS: a loopback connect takes milliseconds, one through an auth callout
+on a loaded machine tenths of a second; a connect that is done by then costs nothing more."""
+INFO_WAIT_S = 0.3
+"""How long `speaks_tls` waits for a plain server's INFO, which it sends as a client connects."""
+
+
+async def speaks_tls(urls: list[str], wait_s: float = 2.0) -> str | None:
+    """The first of the `nats://` URLs whose server wants the TLS handshake first (None: none
+    does, or none answered). Such a server says nothing to a plain client (nats-py waits out its
+    connect timeout at each try, then calls it an empty response), and answers a ClientHello
+    with its ServerHello. Only a ClientHello is sent, once the server has been silent for
+    `INFO_WAIT_S` (a plain server's INFO comes at once): nothing of ours crosses, and a plain
+    server is not sent bytes it would call a protocol error. Whether the certificate is trusted
+    does not matter here (the real connect says that): only whether the server speaks TLS."""
+    plain = [url for url in urls if url.startswith("nats://")]
+    found = await asyncio.gather(*(_speaks_tls(url, wait_s) for url in plain))
+    return next((url for url, tls in zip(plain, found, strict=True) if tls), None)
+
+
+async def _speaks_tls(url: str, wait_s: float) -> bool:
+    parts = urlsplit(url)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 4222), wait_s)
+    except (OSError, TimeoutError, ValueError):
+        return False
+    try:
+        try:
+            await asyncio.wait_for(reader.read(1), INFO_WAIT_S)
+            return False  # INFO: a plain server (or one that hung up)
+        except TimeoutError:
+            pass
+        logging.getLogger("asyncio").addFilter(_NOISE)
+        try:  # (verifying as every client does: a certificate this client does not trust is a TLS server's all the same)
+            await asyncio.wait_for(writer.start_tls(ssl.create_default_context(), server_hostname=parts.hostname), wait_s)
+        except ssl.SSLError as err:  # a certificate refused, an alert (mutual TLS): a TLS server; plain text: not one
+            return _PLAIN not in str(getattr(err, "reason", "") or err).upper()
+        except (OSError, TimeoutError):
+            return False
+        return True
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except (OSError, ssl.SSLError):
+            pass
+
+
 def nats_options(urls: list[str], data_dir: Path | None = None) -> dict[str, object]:
     """nats-py's TLS options for a connection to `urls`: with `tls://` URLs, a verifying context
     and the TLS handshake first (nothing in clear, no talking down to plain TCP: the servers

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from contracts.errors import describe_validation_error
 from contracts.layout import Layout
 from muster.catalog.files import CatalogFileError, load_catalog
-from muster.cli_support import EXIT_INVALID, CliError, FilePath, WholeNumber, guarded
+from muster.cli_support import EXIT_INVALID, CliError, FilePath, NodeCount, guarded
 
 from .domain import SolveError, SolveRequest
 from .domain import solve as solve_layout
@@ -48,7 +48,7 @@ def _read_layout(path: str, what: str = "the existing cluster") -> Layout:
 @click.option("--catalog", "catalog_dir", required=True, type=FilePath(), metavar="PATH",
               help="Coopr-format catalog folder, or a YAML or JSON file of entities (as `muster catalog apply` reads).")
 @click.option("--template", required=True, metavar="NAME", help="Cluster template.")
-@click.option("--nodes", required=True, type=WholeNumber(1), metavar="N", help="Node count of the cluster after the operation.")
+@click.option("--nodes", required=True, type=NodeCount(), metavar="N", help="Node count of the cluster after the operation.")
 @click.option("--services", default=None, metavar="a,b,...", help="Services (default: the template's).")
 @click.option("--provider", default=None, metavar="P", help="Provider (default: the template's).")
 @click.option("--hardware", default=None, metavar="H", help="Use only this hardware type.")

@@ -9,6 +9,7 @@ first lands.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import structlog
@@ -16,6 +17,7 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from contracts.catalog import Catalog
+from contracts.commands import MAX_CLUSTER_SIZE, too_many_nodes
 from contracts.errors import describe_validation_error, typed_strictly
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
 from contracts.limits import not_strict_json
@@ -106,14 +108,30 @@ class SolverService:
         try:
             request = typed_strictly(lambda strict: LayoutRequested.model_validate_json(msg.data, strict=strict))  # ("nodes": "3" too)
         except ValidationError as err:
-            result = LayoutUnsolvable(job_id="", kind="invalid", message=f"not a solve request: {describe_validation_error(err)}"[:2000],
-                                      solver=self.name)
+            said = "; ".join([describe_validation_error(err), *_nodes_past_the_limit(msg.data)])
+            result = LayoutUnsolvable(job_id="", kind="invalid", message=f"not a solve request: {said}"[:2000], solver=self.name)
         else:
             with _solving(request, (msg.headers or {}).get(tracing.HEADER), "server", msg.subject) as span:
                 result = await asyncio.to_thread(answer, request, self.name)
                 if isinstance(result, LayoutUnsolvable):
                     tracing.set_error(span, f"{result.kind}: {result.message}")
         await answer_on_inbox(msg, result.model_dump_json().encode())
+
+
+def _nodes_past_the_limit(data: bytes) -> list[str]:
+    """`nodes` past muster's limit, said with the other problems of a body that is no request (a
+    valid one hears it from the solver itself, `check_size`). The event's field has no such
+    bound of its own: the limit is the commands', which may change, and a request in the log
+    keeps its number; so pydantic did not say it, and `{"nodes": 10**40}` was answered about
+    the missing fields only."""
+    try:
+        body = json.loads(data)
+    except ValueError:  # (no body: strict JSON, or none)
+        return []
+    nodes = body.get("nodes") if isinstance(body, dict) else None
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > MAX_CLUSTER_SIZE:
+        return [f"nodes: {too_many_nodes(f'{nodes:,}')}"]
+    return []
 
 
 def _solving(request: LayoutRequested, parent: str | None, kind: str, subject: str) -> Any:

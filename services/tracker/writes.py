@@ -311,7 +311,10 @@ async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[st
     if route.verb == "catalog-apply":
         request = ApplyCatalog(**fields, requested_by=actor.principal, dry_run=dry_run)
     else:
-        request = DeleteCatalogEntity(kind=ids["kind"], name=ids["name"], requested_by=actor.principal)
+        try:
+            request = DeleteCatalogEntity(kind=ids["kind"], name=ids["name"], requested_by=actor.principal)
+        except ValidationError as err:  # (a kind or a name no entity has: each said, as the planner says them)
+            return validation_refusal(err)
     try:
         nc = await bus.connection(actor.token) if actor.token else bus.own
         found = await ask_planner(nc, actor.tenant, request)

@@ -26,6 +26,7 @@ from contracts.identity import (
     TenantCreated,
     TokenIssued,
     TokenRevoked,
+    auth_body_problems,
     tenant_name_problem,
     valid_principal_id,
 )
@@ -87,6 +88,9 @@ class Admin:
         handler = getattr(self, "do_" + verb.replace("-", "_"), None)
         if handler is None:
             return Result(AuthReply(ok=False, reason=f"unknown auth request {verb!r}"))
+        problems = auth_body_problems(verb, request)
+        if problems:
+            return Result(AuthReply(ok=False, reason="; ".join(problems)))
         try:
             result: Result = handler(me, request)
             return result

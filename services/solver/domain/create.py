@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.catalog import ClusterTemplate
+from contracts.commands import MAX_CLUSTER_SIZE, too_many_nodes
 from contracts.layout import Layout
 
 from .comparators import NodeLayout
@@ -23,7 +24,9 @@ def check_size(template: ClusterTemplate, nodes: int, current: int | None = None
     template changed after it was made): it may then move toward the range
     (`SizeConstraint.allows_change`)."""
     if nodes < 0:
-        raise invalid(f"the node count must not be negative; {nodes} requested")
+        raise invalid(f"nodes: the node count must not be negative; {nodes} requested", "nodes")
+    if nodes > MAX_CLUSTER_SIZE:  # (before any model: 10**19 nodes raised ValueError deep in the count search)
+        raise invalid(f"nodes: {too_many_nodes(f'{nodes:,}')}", "nodes")
     size = template.constraints.size
     if current is None and size.allows(nodes) or current is not None and size.allows_change(current, nodes):
         return

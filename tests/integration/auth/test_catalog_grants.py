@@ -99,7 +99,7 @@ async def test_catalog_writes_need_a_write_grant_on_what_they_change_and_record_
                                 "catalog not applied: services.x.name"),
                                (DeleteCatalogEntity(kind="services", name="web").model_dump_json().encode(), "catalog-apply",
                                 "DeleteCatalogEntity goes to muster.ops.<tenant>.<principal>.catalog-delete"),
-                               (DeleteCatalogEntity(kind="widgets", name="w").model_dump_json().encode(), "catalog-delete", "unknown kind 'widgets'")):
+                               (b'{"type": "DeleteCatalogEntity", "kind": "widgets", "name": "w"}', "catalog-delete", "unknown kind 'widgets'")):
         bad = json.loads((await served.people["ada"].nc.request(subjects.operation("a", "ada", verb), body, timeout=10)).data)
         assert bad["type"] == "Rejected" and reason in bad["reason"], bad
     # The log says who did what: the principal each request's subject named.

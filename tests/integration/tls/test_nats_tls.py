@@ -159,17 +159,57 @@ async def test_a_service_whose_connection_is_closed_for_good_exits_to_be_started
                 await proc.wait()
 
 
-async def test_the_cli_suggests_tls_only_when_a_server_answered(tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch,
-                                                                closed_port: int) -> None:
+async def test_the_cli_says_tls_only_of_a_server_that_speaks_it(tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch,
+                                                                 closed_port: int) -> None:
     monkeypatch.setenv(CA_ENV, str(ca.cert_path))
     plain = tls_server().replace("tls://", "nats://")
     with pytest.raises(CliError) as answered:
         await asyncio.wait_for(connect_or_fail(plain), 30)
-    assert "a TLS server needs a tls:// URL" in str(answered.value), answered.value
+    assert f"NATS at {plain} wants TLS" in str(answered.value), answered.value
+    assert f"give its URL as {plain.replace('nats://', 'tls://')}" in str(answered.value), answered.value
     nobody = f"nats://127.0.0.1:{closed_port}"
     with pytest.raises(CliError) as down:
         await asyncio.wait_for(connect_or_fail(nobody), 30)
-    assert f"cannot reach NATS at {nobody}" in str(down.value) and "tls://" not in str(down.value), down.value
+    assert f"cannot reach NATS at {nobody} (nothing listens there: connection refused)" in str(down.value), down.value
+    assert "tls://" not in str(down.value), down.value
+
+
+async def test_a_plain_url_to_a_tls_server_is_said_without_waiting_out_every_try(
+        tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`muster cluster create --nats-url nats://...` to a TLS-first server waited out nats-py's 4
+    tries of 2 s each (the server says nothing to a plain client) before saying that a TLS
+    server needs a tls:// URL. Counted at a relay in front of the server: the command's first
+    try and the one question whether the server speaks TLS, not 4 tries."""
+    monkeypatch.setenv(CA_ENV, str(ca.cert_path))
+    target = urlsplit(tls_server())
+    accepted: list[asyncio.Task[None]] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(target.hostname, target.port)
+        accepted.append(asyncio.ensure_future(pipe(up_reader, writer)))
+        await pipe(reader, up_writer)
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    url = f"nats://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        with pytest.raises(CliError, match=f"wants TLS.*give its URL as tls://127.0.0.1:{url.rsplit(':', 1)[1]}"):
+            await asyncio.wait_for(connect_or_fail(url), 30)
+        assert len(accepted) < 4, f"{len(accepted)} connections: nats-py's every try was waited out"
+    finally:
+        server.close()
+        for task in accepted:
+            task.cancel()
+        await server.wait_closed()
 
 
 async def test_a_service_given_a_plain_url_to_a_tls_server_says_to_give_tls(tls_server: StartTls, ca: LocalCA) -> None:

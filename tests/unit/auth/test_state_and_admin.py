@@ -229,3 +229,27 @@ def test_a_user_refused_a_grant_for_another_is_told_what_the_command_gives(state
     refused = run(state, "alice", verb, principal="carol", permission="read").reply
     assert not refused.ok and refused.code == "forbidden"
     assert refused.reason == f"alice has no grant permission on tenant a ({said})", refused.reason
+
+
+@pytest.mark.parametrize(("verb", "fields", "said"), [
+    ("whoami", {"name": "x"}, "whoami takes no name (it takes no field)"),
+    ("token-create", {"tenant": "a", "scope": "tenant"}, "token-create takes no tenant, scope (it takes principal, expires_in_s, name)"),
+    ("user-create", {"principal": "eve", "tenant": "a\x00b"}, "tenant 'a\\x00b' is not a valid name"),
+    ("grant", {"scope": "cluster:a\x00b"}, "scope 'cluster:a\\x00b' has a space, control or bidirectional character"),
+    ("token-revoke", {"token_id": "*"}, "token_id '*' is no token's id"),
+    ("token-list", {"principal": "a.*.>"}, "principal id 'a.*.>': use 1-64 lowercase letters"),
+])
+def test_a_body_field_the_verb_does_not_read_or_no_name_can_be_is_refused_naming_it(
+        state: IdentityState, verb: str, fields: dict[str, Any], said: str) -> None:
+    """A `name` sent to whoami, a `tenant` to token-create were ignored (the request answered,
+    a token made, as if they were not there); a NUL in a tenant was answered about the missing
+    principal. Each is refused, naming the field, and nothing is written."""
+    result = run(state, "root", verb, **fields)
+    assert not result.reply.ok and said in result.reply.reason and result.appends == [], result.reply
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "ñ\u202e😀", "tab\there"])
+def test_a_token_name_with_a_control_or_bidirectional_character_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="(?s)name.*has a control or bidirectional character"):
+        AuthRequest(name=name)
+    assert AuthRequest(name="ci runner ñ 😀").name == "ci runner ñ 😀"

@@ -50,3 +50,17 @@ async def test_a_kind_the_catalog_has_not_is_refused_naming_it_not_applied_as_no
         written = answer(BY_NAME["apply_catalog"], reply)
         assert (written.status, written.field) == (422, "catalog.service"), written
     assert log.records == []
+
+
+async def test_a_delete_wrong_in_several_ways_is_told_each() -> None:
+    """A delete without `kind` and with a NUL in `name` was told of `kind` only (the name was any
+    text, looked up once the kind was given); an unknown kind with a name no entity can have,
+    of the kind only. Both are the request's, said at once, as an apply's every problem is."""
+    log = MemoryEventLog()
+    writes = CatalogWrites(log, catalog_plugins())
+    for body, wanted in ((b'{"name": "a\\u0000b"}', ["kind: Field required", "name: 'a\\x00b' is not allowed here"]),
+                         (b'{"kind": "widgets", "name": "a.b"}', ["kind: unknown kind 'widgets'; kinds are providers",
+                                                                   "name: 'a.b' is not allowed here"])):
+        reply = Rejected.model_validate_json((await writes.answer("default", "ada", CATALOG_DELETE, body)).decode())
+        assert reply.code == "invalid" and all(w in reply.reason for w in wanted), (body, reply.reason)
+    assert log.records == []

@@ -43,3 +43,15 @@ def test_the_answer_on_the_bus_carries_the_fields(reactor: Catalog) -> None:
     said = answer(request, "solver-1")
     assert said.type == "LayoutUnsolvable" and said.fields == ["services"], said
     assert said.model_dump(mode="json")["fields"] == ["services"]
+
+
+def test_a_node_count_past_muster_s_limit_is_about_nodes(reactor: Catalog) -> None:
+    """10**19 nodes of a template without a maximum raised ValueError deep in the count search
+    (the job failed as "the solver failed on this request"), 10**40 alike: the request is
+    refused as invalid, naming `nodes` and the limit, before any model is made."""
+    for nodes in (10_001, 10**19, 10**40):
+        request = LayoutRequested(job_id="j", cluster_id="c", template="reactor-medium", nodes=nodes,
+                                  catalog=reactor.model_dump(mode="json"))
+        said = answer(request, "solver-1")
+        assert said.type == "LayoutUnsolvable" and said.kind == "invalid" and said.fields == ["nodes"], said
+        assert said.message.startswith("nodes: a cluster has at most 10,000 nodes (muster's limit"), said.message
