@@ -42,7 +42,7 @@ lint: install
 # Debian packages some tests need (deploy/system-packages.txt) are installed first when missing.
 # The suite runs on TEST_WORKERS pytest-xdist processes (docs/testing.md: most tests wait on
 # fsync, timeouts and other processes, not on the CPU); TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: bytecode lint
 	sh deploy/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0 --durations=15
