@@ -425,14 +425,37 @@ class FaultStack:
                 if self.nc is None or self.nc.is_closed:
                     self.nc = None
                     await self._connect()
-                events = await EventStore(self.conn).read_many(subjects.job_filters(tenant, job_id))
+                # Its layout's request and answer too: a job stalled before its plan has
+                # nothing else past its JobRequested (the soak's stall of session 37).
+                events = await EventStore(self.conn).read_many([*subjects.job_filters(tenant, job_id),
+                                                                subjects.layout_events(tenant, job_id)])
         except Exception as err:  # noqa: BLE001 - a diagnosis, not the test's verdict
             return f"its events could not be read ({err!r})"
+        try:
+            async with asyncio.timeout(15):
+                consumers = await self._layout_consumers()
+        except Exception as err:  # noqa: BLE001 - as above
+            consumers = f"  the layout consumers could not be read ({err!r})"
         lines = [f"  #{r.seq} {r.time:%H:%M:%S.%f} {r.type} {_brief(r.event)}" for r in events[-n:]]
         given_up = "".join(f"\n  given up: {m}" for m in self.deployment.given_up.values())
         cluster = next((str(getattr(r.event, "cluster_id", "")) for r in events if getattr(r.event, "cluster_id", "")), "")
         return (f"{len(events)} events in the log, the last {len(lines)}:\n" + "\n".join(lines) + given_up
+                + "\n" + consumers
                 + "\n" + planners_on(self.deployment.data_dir / "logs", [job_id, cluster] if cluster else [job_id]))
+
+    async def _layout_consumers(self) -> str:
+        """Where the solvers' and each planner's layout consumers stand (delivered, acked,
+        pending, redelivered): which of them a layout's request or answer did not reach."""
+        js = self.conn.jsm()
+        stream = await js.find_stream_name_by_subject(subjects.ALL_LAYOUT_EVENTS)
+        out = []
+        for info in await js.consumers_info(stream):
+            if info.name is None or not (info.name == "solvers" or info.name.startswith("planner-layouts")):
+                continue
+            out.append(f"  consumer {info.name}: delivered {info.delivered and info.delivered.stream_seq}, "
+                       f"ack floor {info.ack_floor and info.ack_floor.stream_seq}, pending {info.num_pending}, "
+                       f"ack pending {info.num_ack_pending}, redelivered {info.num_redelivered}")
+        return "\n".join(out) or "  (no layout consumers)"
 
     # -- after -------------------------------------------------------------------------------
 
@@ -473,11 +496,11 @@ SHARD_WORDS = ("resumed", "handed over", "shards", "lease", "adopted", "take the
 
 
 def planners_on(folder: Path, ids: list[str], most: int = 80) -> str:
-    """Each planner's lines naming the job or its cluster, and its lines on shards and
+    """Each planner's and solver's lines naming the job or its cluster, and the planners' lines on shards and
     resumes: who acted for a job that stalled, and when shards moved (a stall after a
     partition is seen once in many runs, and only these lines say which planner held it)."""
     out = []
-    for path in sorted(folder.glob("planner*.log")):
+    for path in sorted([*folder.glob("planner*.log"), *folder.glob("solver*.log")]):
         text = path.read_text(errors="replace").splitlines()
         said = [line for line in text if any(i in line for i in ids if i) or any(w in line for w in SHARD_WORDS)]
         out.append(f"--- {path.name}: {len(said)} lines on the job, its cluster, shards and resumes ---")

@@ -8,7 +8,8 @@ needed), so the nemesis partitions as well as kills; without namespaces the same
 loopback with kills and restarts only, and says so.
 
 Figures are printed, and written as JSON to $MUSTER_SOAK_REPORT (default: soak-report.json in
-the test's directory, named in the output); the services' logs are copied beside it (`.logs`)."""
+the test's directory, named in the output); the services' logs are copied beside it (`.logs`),
+also when the soak fails."""
 
 from __future__ import annotations
 
@@ -60,16 +61,19 @@ async def test_the_nemesis_soak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         fault_every_s=float(os.environ.get("MUSTER_SOAK_FAULT_EVERY", "20")), seed=int(os.environ.get("MUSTER_SOAK_SEED", "18")),
     )
     monkeypatch.setenv("MUSTER_REPLICAS", str(REPLICAS))
-    async with await _stack(tmp_path) as fs:
-        for tenant in TENANTS:
-            await fs.load_catalog(tenant, demo_catalog(latency_ms="20-150", failure_rate=config.failure_rate))
-        result = await Soak(fs, config).run()
-
     out = Path(os.environ.get("MUSTER_SOAK_REPORT", str(tmp_path / "soak-report.json")))
+    try:
+        async with await _stack(tmp_path) as fs:
+            for tenant in TENANTS:
+                await fs.load_catalog(tenant, demo_catalog(latency_ms="20-150", failure_rate=config.failure_rate))
+            result = await Soak(fs, config).run()
+    finally:  # a failed soak's logs most of all: pytest keeps only its last few temporary directories
+        logs = tmp_path / "deploy" / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, out.with_suffix(".logs"), dirs_exist_ok=True)
+            print(f"[soak] the services' logs: {out.with_suffix('.logs')}")
+
     out.write_text(result.to_json())
-    logs = tmp_path / "deploy" / "logs"
-    if logs.is_dir():  # pytest keeps only its last few temporary directories: the services' logs go beside the report
-        shutil.copytree(logs, out.with_suffix(".logs"), dirs_exist_ok=True)
     print(f"\n[soak] {json.dumps(result.figures())}")
     print(f"[soak] operations {dict(result.operations)}; {result.accepted} accepted, rejected {dict(result.rejected)}, "
           f"{result.unanswered} unanswered; jobs {dict(result.jobs)}; faults {dict(result.faults)}")
