@@ -96,7 +96,8 @@ Part = tuple[str, Sequence[Append], "int | None"]
 
 
 class _FenceBusy(Exception):
-    """A claim refused because another write on its fence subject was in flight (`FENCE_BUSY`)."""
+    """A write refused because another write expecting its subject (a claim's: its fence
+    subject) was in flight (`FENCE_BUSY`): undecided, sent again."""
 
 
 class _Fenced(Exception):
@@ -143,7 +144,7 @@ class LogWriter:
         self._lanes: dict[str, _Lane] = {}
         """Claims waiting or on their way, by fence subject (`_send_lane`)."""
         self.busy = 0
-        """Claims, or batches of them, refused because their fence was busy (`FENCE_BUSY`)."""
+        """Writes (claims, batches of them) refused because their subject or fence was busy (`FENCE_BUSY`)."""
 
     @property
     def publisher(self) -> Publisher:
@@ -184,8 +185,6 @@ class LogWriter:
         return seqs
 
     async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
-        if _fence_of(items[-1]) is None:
-            return await self._append_once(subject, items, expect_last_seq)
         loop = asyncio.get_running_loop()
         until, attempt = loop.time() + FENCE_BUSY_S, 0
         while True:
@@ -194,9 +193,13 @@ class LogWriter:
             except _FenceBusy:
                 self.busy += 1
                 if loop.time() >= until:
-                    raise StoreError(f"{subject}: {_fence_of(items[-1])} stayed busy ({FENCE_BUSY_S:g} s); the task comes back") from None
-                # A bounded retry of one write, not a poll: another claim on the fence is being
-                # replicated; a few ms later one of the waiting ones lands, then the next.
+                    fence = _fence_of(items[-1])
+                    if fence is not None:
+                        raise StoreError(f"{subject}: {fence} stayed busy ({FENCE_BUSY_S:g} s); the task comes back") from None
+                    raise StoreError(f"{subject}: another write to it stayed in flight ({FENCE_BUSY_S:g} s); "
+                                     "nothing known stored: try again") from None
+                # A bounded retry of one write, not a poll: another write expecting the subject
+                # (a claim on the fence) is being replicated; a few ms later it lands, then ours.
                 await asyncio.sleep(_busy_pause(attempt))
                 attempt += 1
 
@@ -227,6 +230,13 @@ class LogWriter:
             last_event = await self.last(subject)
             if last_event is not None and last_event[1].get(H_MSG_ID) == items[-1].msg_id:
                 return list(range(last_event[0] - len(items) + 1, last_event[0] + 1))
+            if err.code == FENCE_BUSY:
+                # Busy decides nothing: the write in flight may be another writer's that will
+                # win, or ours, sent before, whose fate the leader does not know yet (it can be
+                # lost with the leader's term). Taken for a conflict, a solver acked a request
+                # as "already answered" that nobody answered: the job waited for good (the
+                # soak, session 37). Asked again until it is decided.
+                raise _FenceBusy from None
             raise ConcurrencyError(f"{subject}: {err.description}") from None
 
     async def fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str,
