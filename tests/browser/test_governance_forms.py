@@ -32,7 +32,7 @@ class Receiver(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        Receiver.got.append((dict(self.headers), body))
+        Receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
         Receiver.arrived.set()
         self.send_response(200)
         self.end_headers()
@@ -98,10 +98,22 @@ def test_a_tenant_admin_makes_each_kind_from_the_page_and_bad_ones_are_refused_a
     expect(page.get_by_test_id("governance-said")).to_have_text("policy form-policy added (version 1)")
     expect(page.locator("#policy-form-policy")).to_contain_text("form-policy version 1")
 
-    # A webhook whose URL the notifier's rule refuses: at the URL, nothing stored.
+    # A signing secret typed in clear: refused at its field, and never repeated (page, logs).
     page.get_by_test_id("new-subscriptions").click()
     page.locator("#f-name").fill("form-bad")
     page.get_by_label("job_failed").check()
+    page.locator("#f-url").fill(receiver)
+    clear = f"typed-in-clear-{uuid.uuid4().hex}"
+    page.locator("#f-secret").fill(clear)
+    page.get_by_test_id("save").click()
+    expect(page.get_by_test_id("error-secret")).to_contain_text("give a reference, secret://NAME")
+    expect(page.locator("#f-secret")).to_be_focused()
+    expect(page.locator("#f-secret")).to_have_value("")
+    assert clear not in page.content()
+    logs = [p for p in (muster.data_dir / "logs").rglob("*") if p.is_file()]
+    assert any(p.name.startswith("tracker") for p in logs), logs  # (the tracker's own among them)
+    assert not any(clear in p.read_text(errors="replace") for p in logs)
+    # A webhook whose URL the notifier's rule refuses: at the URL, nothing stored.
     page.locator("#f-url").fill("http://10.0.0.5/hook")
     page.locator("#f-secret").fill(f"secret://{HOOK_SECRET}")
     page.get_by_test_id("save").click()
@@ -119,7 +131,7 @@ def test_a_tenant_admin_makes_each_kind_from_the_page_and_bad_ones_are_refused_a
     expect(page.get_by_test_id("governance-said")).to_have_text("test notification delivered to form-hook (HTTP 200)")
     assert Receiver.arrived.wait(10) and len(Receiver.got) == 1
     headers, body = Receiver.got[0]
-    verify(hook_secret(muster), body, headers[SIGNATURE], headers[DELIVERY], time.time(), set())
+    verify(hook_secret(muster), body, headers[SIGNATURE.lower()], headers[DELIVERY.lower()], time.time(), set())
     page.goto("/ui/governance/subscriptions/form-hook/edit")
     assert hook_secret(muster).decode() not in page.content() and f"secret://{HOOK_SECRET}" not in page.content()
 

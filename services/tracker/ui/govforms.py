@@ -1,7 +1,8 @@
 """The governance page's forms (docs/ui.md, `/ui/governance`): make or change an approval rule, a
-Rego policy, a notification subscription or a schedule from the console. Until session 37 the
-page listed them and paused, tested or deleted them, and a tenant admin made them with the CLI or
-a raw PUT.
+Rego policy, a notification subscription or a schedule from the console.
+
+Until session 37 the page listed them and paused, tested or deleted them, and a tenant admin made
+them with the CLI or a raw PUT.
 
 Each form is sent as the signed-in person through the API's own route (`PUT
 /v1/governance/{what}/{name}`, `writes.submit`, on the viewer's own token), so the governance
