@@ -12,6 +12,8 @@ is said at the page's top (sealed, as a job page's decision). Until session 36 t
 listed them: a schedule was paused from the CLI or over HTTP alone. A Delete asks first, on the
 page, saying what the delete takes away (deleting a rule lets what it held run without
 approval): the post that deletes carries `confirm` = the name, as the cluster form's delete does.
+The forms that make and change each kind (New, Edit) are govforms.py's; which of them the viewer
+is offered is decided here (`makes`), next to its buttons (`acts`).
 
 A policy stored before a check `muster policy apply` makes now denies every operation it judges
 (decision 49): the page says which, at its top and at the policy, with the checks it fails and
