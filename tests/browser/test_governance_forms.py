@@ -134,6 +134,13 @@ def test_a_tenant_admin_makes_each_kind_from_the_page_and_bad_ones_are_refused_a
     verify(hook_secret(muster), body, headers[SIGNATURE.lower()], headers[DELIVERY.lower()], time.time(), set())
     page.goto("/ui/governance/subscriptions/form-hook/edit")
     assert hook_secret(muster).decode() not in page.content() and f"secret://{HOOK_SECRET}" not in page.content()
+    expect(page.locator("#f-secret")).to_have_value("")
+    page.get_by_label("job_succeeded").check()
+    page.get_by_test_id("save").click()  # the secret left empty: the one it has is kept
+    expect(page.get_by_test_id("governance-said")).to_have_text("subscription form-hook changed (version 2)")
+    out = muster.cli("notify", "list", "--json", "--data-dir", str(muster.data_dir))
+    hook = next(i for i in json.loads(out.stdout.splitlines()[0])["items"] if i["name"] == "form-hook")
+    assert hook["entity"]["webhook"]["secret"] == f"secret://{HOOK_SECRET}" and "job_succeeded" in hook["entity"]["events"], hook
 
     # A schedule: a bad cron at its field, a preview of its next runs (nothing stored), then made.
     page.goto("/ui/governance")
