@@ -375,5 +375,7 @@ async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict
     answered = GovernanceAnswer.model_validate_json(msg.data)
     if answered.ok:
         return Written(200, answered.model_dump(mode="json"))
+    # Each problem apart too (`error.problems`), as a create's: the console puts each at its field.
     return refused(STATUS_OF_CODE.get(answered.code or "", 422), "; ".join([answered.reason, *answered.problems])[:4000], "name"
-                   if answered.code == "not_found" else None)
+                   if answered.code == "not_found" else None,
+                   problems=[{"parameter": None, "message": p[:2000]} for p in answered.problems[:100]] or None)

@@ -164,6 +164,7 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
         pytest.skip("browser tests need the Debian package chromium (deploy/system-deps.sh installs it)")
     root = tmp_path_factory.mktemp("console")
     catalog = write_catalog(root / "catalog")
+    notifier_files(root / "data")
     traces = OnThread()
     env = {**{k: v for k, v in os.environ.items() if k != "NATS_URL"}, **traced(traces.url)}
     proc = subprocess.Popen(  # over HTTPS, as a console beyond loopback must be (docs/security.md, "TLS")
@@ -188,6 +189,28 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
         assert proc.stdout is not None
         proc.stdout.close()
         traces.stop()
+
+
+HOOK_SECRET = "console-hook"
+"""The signing secret of tenant default's webhooks in the package's notifier (`secret://console-hook`)."""
+
+
+def notifier_files(data: Path) -> None:
+    """The notifier's secrets file and webhook allow file, made before `muster up` (which keeps
+    them): tenant default's signing secret `console-hook`, and its webhooks allowed to loopback,
+    where test_governance_forms.py runs a receiver (only tenant default's: `default=`)."""
+    data.mkdir(mode=0o700)
+    secret = base64.b64encode(os.urandom(24)).decode()
+    for name, text in (("notifier-secrets.json", json.dumps({"@tenants": {"default": {"@secrets": {HOOK_SECRET: secret}}}})),
+                       ("webhook-allow", "default=127.0.0.1  # test_governance_forms.py's receiver\n")):
+        fd = os.open(data / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+
+
+def hook_secret(muster: Muster) -> bytes:
+    secrets = json.loads((muster.data_dir / "notifier-secrets.json").read_text())
+    return str(secrets["@tenants"]["default"]["@secrets"][HOOK_SECRET]).encode()
 
 
 TRACE_URL = "http://127.0.0.1:16686/trace/{trace_id}"

@@ -25,7 +25,7 @@ from muster.times import NO_LEASE_END
 from services.pool.domain.views import resources_line
 
 from ..app import Tracker
-from . import cluster_live, forms, governance, kit, live, pages
+from . import cluster_live, forms, governance, govforms, kit, live, pages
 from .bigpage import FOLDS
 from .folds import JobFolds
 from .session import CONSOLE_AUTH, ConsoleAuth
@@ -106,6 +106,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_get("/ui/sign-in", pages.sign_in_form)
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)
+    govforms.add_routes(r)
     governance.add_routes(app)
     app.on_response_prepare.append(_page_headers)
     static = r.add_static("/ui/static", STATIC, name="ui-static")

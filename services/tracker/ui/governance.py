@@ -12,6 +12,8 @@ is said at the page's top (sealed, as a job page's decision). Until session 36 t
 listed them: a schedule was paused from the CLI or over HTTP alone. A Delete asks first, on the
 page, saying what the delete takes away (deleting a rule lets what it held run without
 approval): the post that deletes carries `confirm` = the name, as the cluster form's delete does.
+The forms that make and change each kind (New, Edit) are govforms.py's; which of them the viewer
+is offered is decided here (`makes`), next to its buttons (`acts`).
 
 A policy stored before a check `muster policy apply` makes now denies every operation it judges
 (decision 49): the page says which, at its top and at the policy, with the checks it fails and
@@ -31,7 +33,7 @@ from aiohttp import web
 
 from contracts.commands import MAX_COMMENT_CHARS, Accepted, ApproveJob, DryRun, RejectJob
 from contracts.errors import too_long_text
-from contracts.identity import Permission, Scope
+from contracts.identity import OPERATION_PERMISSIONS, Permission, Scope
 from muster.client import MusterClient, NoAnswer
 from muster.readmodel.cost import rate, type_changes, unpriced
 from services.auth.domain.authz import may_see_schedule
@@ -43,6 +45,8 @@ from ..governance import denials, listing
 from ..write_api import GOVERNANCE_WRITES
 from ..write_routes import ACTING
 from ..writes import Actor, submit
+from . import reads
+from .govformdata import SCHEDULED
 from .kit import page, redirect, render, said_at, signed_out, tracker_of
 from .live import error, job_form
 from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
@@ -61,11 +65,48 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
                 if may_see_schedule(viewer.name, may, viewer.tenant, s["entity"])]
         return render(request, "governance.html", viewer, partial=f"muster grant {viewer.name} read --scope tenant",
                       schedule=mine, rule=[], policy=[], subscription=[], denied=[], said=said_of(request, viewer),
-                      acts=acts(viewer), confirming=confirming(request))
+                      acts=acts(viewer), confirming=confirming(request), makes=makes(request, viewer), made=None)
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
     lists["policy"] = [{**p, "failing": failing(p)} for p in lists["policy"]]
     return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20),
-                  said=said_of(request, viewer), acts=acts(viewer), confirming=confirming(request), **lists)
+                  said=said_of(request, viewer), acts=acts(viewer), confirming=confirming(request), makes=makes(request, viewer),
+                  made=made(request, lists["subscription"], acts(viewer)), **lists)
+
+
+def made(request: web.Request, subscriptions: list[dict[str, Any]], verbs: Any) -> str | None:
+    """The subscription a form just made (`?made=subscriptions/NAME`), to test from the page's
+    notice: only one listed that the viewer may test (the post is checked as any other)."""
+    what, _, name = request.query.get("made", "").partition("/")
+    listed = next((s for s in subscriptions if s["name"] == name), None) if what == "subscriptions" else None
+    return name if listed is not None and "test" in verbs("subscription", listed) else None
+
+
+def live_clusters(request: web.Request, viewer: Viewer) -> list[dict[str, Any]]:
+    """The clusters a schedule may name: not deleted, and readable by the viewer."""
+    return [c for c in reads.clusters(tracker_of(request), viewer.tenant)
+            if c.get("status") != "deleted" and viewer.may_cluster("read", c["id"])]
+
+
+def schedule_ops(viewer: Viewer, clusters: list[dict[str, Any]]) -> list[str]:
+    """The operations the schedule form offers the viewer: those it may run on at least one of
+    `clusters` (the governance service checks the pair)."""
+    return [op for op in SCHEDULED if any(viewer.may_cluster(OPERATION_PERMISSIONS[op], c["id"]) for c in clusters)]
+
+
+def may_make(viewer: Viewer, what: str, clusters: list[dict[str, Any]]) -> bool:
+    """Whether the viewer is offered the form that makes (or edits) one (docs/governance.md, "Who
+    may do what"): rules and policies for the tenant's administrators (`grant` on it),
+    subscriptions for its readers, a schedule for who may run an operation on one of its clusters."""
+    if what == "schedules":
+        return bool(schedule_ops(viewer, clusters))
+    permission: Permission = "grant" if what in ("rules", "policies") else "read"
+    return viewer.may is None or bool(viewer.may(permission, Scope(tenant=viewer.tenant)))
+
+
+def makes(request: web.Request, viewer: Viewer) -> dict[str, bool]:
+    """Which of the page's forms (New rule, New policy, ...) the viewer is offered."""
+    clusters = live_clusters(request, viewer)
+    return {what: may_make(viewer, what, clusters) for what in ("schedules", "rules", "policies", "subscriptions")}
 
 
 SAID_KEY = "governance"
