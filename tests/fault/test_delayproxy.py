@@ -48,3 +48,35 @@ async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
     finally:
         for s in [server, *proxy.servers]:
             s.close()
+
+
+async def test_a_held_link_passes_nothing_read_after_the_hold_until_its_release() -> None:
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1024):
+            got.put_nowait(data)
+        writer.close()
+
+    server = await asyncio.start_server(upstream, HOST, 0)
+    proxy = Proxy()
+    await proxy.listen(HOST, 0, HOST, server.sockets[0].getsockname()[1])
+    port = proxy.servers[-1].sockets[0].getsockname()[1]
+    try:
+        _, writer = await asyncio.open_connection(HOST, port)
+        writer.write(b"before")
+        await writer.drain()
+        assert await asyncio.wait_for(got.get(), 5) == b"before"
+        proxy.hold(HOST, HOST)
+        writer.write(b"held")
+        await writer.drain()
+        getting = asyncio.create_task(got.get())
+        done, _ = await asyncio.wait({getting}, timeout=0.5)  # (a wait for what must not come)
+        assert not done, "a chunk read while the link was held went on"
+        proxy.release()
+        assert await asyncio.wait_for(getting, 5) == b"held"
+        writer.close()
+    finally:
+        proxy.release()
+        for s in [server, *proxy.servers]:
+            s.close()
