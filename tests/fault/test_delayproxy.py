@@ -52,10 +52,12 @@ async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
 
 async def test_a_held_link_passes_nothing_read_after_the_hold_until_its_release() -> None:
     got: asyncio.Queue[bytes] = asyncio.Queue()
+    ended = asyncio.Event()
 
     async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while data := await reader.read(1024):
             got.put_nowait(data)
+        ended.set()
         writer.close()
 
     server = await asyncio.start_server(upstream, HOST, 0)
@@ -76,6 +78,12 @@ async def test_a_held_link_passes_nothing_read_after_the_hold_until_its_release(
         proxy.release()
         assert await asyncio.wait_for(getting, 5) == b"held"
         writer.close()
+        # Every end closed before the loop is (a socket left to the garbage collector fails
+        # whichever test of the worker runs next with its ResourceWarning).
+        await asyncio.wait_for(ended.wait(), 5)
+        links = [t for t in asyncio.all_tasks() if "accept" in t.get_coro().__qualname__]  # type: ignore[union-attr]
+        await asyncio.wait_for(asyncio.gather(*links, return_exceptions=True), 5)
+        await writer.wait_closed()
     finally:
         proxy.release()
         for s in [server, *proxy.servers]:
