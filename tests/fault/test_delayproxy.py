@@ -15,8 +15,9 @@ from .delayproxy import Proxy
 HOST = "127.0.0.1"
 
 
-@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
-async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
+async def _behind_a_proxy() -> tuple[asyncio.Queue[bytes], asyncio.Event, asyncio.Server, Proxy, int]:
+    """A server that queues what it reads and says when its client went away, the proxy in
+    front of it, and the proxy's port: (got, ended, server, proxy, port)."""
     got: asyncio.Queue[bytes] = asyncio.Queue()
     ended = asyncio.Event()
 
@@ -32,7 +33,12 @@ async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
     server = await asyncio.start_server(upstream, HOST, 0)
     proxy = Proxy()
     await proxy.listen(HOST, 0, HOST, server.sockets[0].getsockname()[1])  # a port of the kernel's
-    port = proxy.servers[-1].sockets[0].getsockname()[1]
+    return got, ended, server, proxy, proxy.servers[-1].sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
+    got, ended, server, proxy, port = await _behind_a_proxy()
     try:
         _, writer = await asyncio.open_connection(HOST, port)
         writer.write(b"hello")
@@ -51,19 +57,7 @@ async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
 
 
 async def test_a_held_link_passes_nothing_read_after_the_hold_until_its_release() -> None:
-    got: asyncio.Queue[bytes] = asyncio.Queue()
-    ended = asyncio.Event()
-
-    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(1024):
-            got.put_nowait(data)
-        ended.set()
-        writer.close()
-
-    server = await asyncio.start_server(upstream, HOST, 0)
-    proxy = Proxy()
-    await proxy.listen(HOST, 0, HOST, server.sockets[0].getsockname()[1])
-    port = proxy.servers[-1].sockets[0].getsockname()[1]
+    got, ended, server, proxy, port = await _behind_a_proxy()
     try:
         _, writer = await asyncio.open_connection(HOST, port)
         writer.write(b"before")
