@@ -1,17 +1,21 @@
-"""Start-up rules of every muster process: keep two optional dependencies that muster never
+"""Start-up rules of every muster process: keep three optional dependencies that muster never
 needs from being loaded at import time.
 
 - nats-py imports aiohttp only for its WebSocket transport (`ws://` URLs; muster connects over
   TCP), paid in every CLI command and service that touches the bus (docs/testing.md, "Where
   the CPU goes, and what was cut");
 - structlog's dev renderer imports rich's traceback formatter (and pygments) for coloured
-  tracebacks; services log JSON to files, and a plain traceback reads as well in a terminal.
+  tracebacks; services log JSON to files, and a plain traceback reads as well in a terminal;
+- structlog's deprecated `threadlocal` module (imported by `import structlog`) imports greenlet
+  (installed for playwright) to keep its context per greenlet; muster runs no greenlets, and
+  loading greenlet, a C++ extension, also loads rego-cpp's library first (`CXX_EXTENSIONS`):
+  about 9 ms of CPU in each process (session 37).
 
-Both treat the dependency as optional (`try: import ... except ImportError`). `install()` (run
-by `import muster`) adds an import hook that, while one of those two modules runs its body, makes
+All treat the dependency as optional (`try: import ... except ImportError`). `install()` (run
+by `import muster`) adds an import hook that, while one of those modules runs its body, makes
 the dependency unimportable, and puts it back at once: the tracker still imports aiohttp, the
 CLI still prints with rich, and a module that never imports nats pays nothing.
-tests/unit/test_startup.py checks both libraries still take this path with the locked versions."""
+tests/unit/test_startup.py checks the libraries still take this path with the locked versions."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 # module -> the optional dependency it is imported without
-WITHOUT: dict[str, str] = {"nats.aio.transport": "aiohttp", "structlog.dev": "rich"}
+WITHOUT: dict[str, str] = {"nats.aio.transport": "aiohttp", "structlog.dev": "rich", "structlog.threadlocal": "greenlet"}
 CXX_EXTENSIONS = frozenset({"frozenlist._frozenlist", "greenlet._greenlet"})
 """C++ extension modules (aiohttp's frozenlist, playwright's greenlet). rego-cpp, the policy
 engine (regopy, docs/governance.md), must be loaded before the first of them: loaded after, its

@@ -87,5 +87,11 @@ def answer(request_jwt: bytes, backends: Sequence[IdentityBackend], state: Ident
         auth = backend.authenticate(token, now)
     except AuthError as err:
         return refuse(str(err))
+    if auth.expires_at is not None and int(auth.expires_at) <= now:
+        # In its last fraction of a second: the user JWT's `exp` counts whole seconds (cut
+        # down), so it would be past already, and the server would drop the connection at once
+        # as "User Authentication Expired" rather than refuse it (a reconnect within that
+        # second after the server cut the token's connection off, session 37).
+        return refuse(f"token {auth.token_id} of {auth.principal.id} has expired (its last second)")
     user_jwt = signer.encode(user_claims(auth, state, user_nkey, now), stamp)
     return Outcome(_response(signer, user_nkey, server_id, stamp, user_jwt=user_jwt), auth, "accepted", server_id, client_id)

@@ -10,7 +10,9 @@ a line, and answers each with one line (`ok` or `error: ...`):
     {"delay": ["*", "*", 0]}                                    # every link back to no delay
 
 Every chunk read is written on after the delay in force when it was read, in order (a queue
-per direction), so a delay set while data flows applies to what is read from then on.
+per direction), so a delay set while data flows applies to what is read from then on. In this
+process's own loop a link can also be held (`Proxy.hold`): what is read from then on is written
+on only once `release` is called, however long that takes (a lag that no load can shorten).
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ class Proxy:
         self.delays: dict[Key, float] = {}
         self.servers: list[asyncio.Server] = []
         self.links = 0
+        self.held: dict[Key, asyncio.Event] = {}
 
     def delay(self, client: str, listener: str) -> float:
         return self.delays.get((client, listener), 0.0)
+
+    def hold(self, client: str, listener: str) -> None:
+        """Hold what the links from `client` to `listener` carry, both ways, from now on."""
+        self.held.setdefault((client, listener), asyncio.Event())
+
+    def release(self) -> None:
+        """Every held chunk goes on, in order (after its delay, if one was in force)."""
+        for gate in self.held.values():
+            gate.set()
+        self.held.clear()
 
     async def listen(self, host: str, port: int, to_host: str, to_port: int) -> None:
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -41,7 +54,7 @@ class Proxy:
                 writer.close()
                 return
             self.links += 1
-            lag = lambda: self.delay(client, host)  # noqa: E731 - read at each chunk
+            lag = lambda: (self.delay(client, host), self.held.get((client, host)))  # noqa: E731 - read at each chunk
             await asyncio.gather(_pump(reader, up_writer, lag), _pump(up_reader, writer, lag), return_exceptions=True)
 
         self.servers.append(await asyncio.start_server(accept, host, port, reuse_address=True))
@@ -58,24 +71,35 @@ class Proxy:
         raise ValueError(f"unknown command {line.strip()!r}")
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lag: Callable[[], float]) -> None:
-    """Copy reader to writer, each chunk held back by the delay in force when it was read."""
+Lag = Callable[[], tuple[float, asyncio.Event | None]]
+"""The delay in force on a link, and the hold on it if there is one."""
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lag: Lag) -> None:
+    """Copy reader to writer, each chunk held back by the delay in force when it was read, and
+    until the release of the hold in force then."""
     loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+    chunks: asyncio.Queue[tuple[float, asyncio.Event | None, bytes]] = asyncio.Queue()
+
+    def put(data: bytes) -> None:
+        delay, held = lag()
+        chunks.put_nowait((loop.time() + delay, held, data))
 
     async def read() -> None:
         try:
             while data := await reader.read(65536):
-                chunks.put_nowait((loop.time() + lag(), data))
+                put(data)
         except ConnectionError:
             pass  # a reset ends the link as a close does: the other end must hear of it
         finally:
-            chunks.put_nowait((loop.time() + lag(), b""))
+            put(b"")
 
     reading = asyncio.create_task(read())
     try:
         while True:
-            due, data = await chunks.get()
+            due, held, data = await chunks.get()
+            if held is not None:
+                await held.wait()
             if due > loop.time():
                 await asyncio.sleep(due - loop.time())  # this chunk's own delay, not a poll
             if not data:

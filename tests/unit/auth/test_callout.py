@@ -59,6 +59,21 @@ def test_a_good_token_gets_a_user_jwt_with_its_permissions(state: IdentityState)
     assert token not in outcome.response  # type: ignore[operator]
 
 
+def test_a_token_in_its_last_fraction_of_a_second_is_refused_not_given_a_jwt_already_expired(state: IdentityState) -> None:
+    # Issued at a fractional time, it ends at NOW + 600.5; the user JWT's exp would be NOW + 600,
+    # already past at NOW + 600.2, and the server would drop the connection as expired.
+    result = Admin(state, rand, NOW + 0.5).handle("alice", "token-create", AuthRequest(expires_in_s=600))
+    for _, event, _ in result.appends:
+        state.apply(event, state.last_seq + 1)
+    token = str(result.reply.data["token"])
+    before = answer(request(token), [BuiltinBackend(state)], state, ISSUER, NOW + 599.9)
+    assert before.authenticated is not None
+    assert decode_verified(decode_verified(before.response or "", issuer_prefix="A")["nats"]["jwt"], issuer_prefix="A")["exp"] == int(NOW + 600)
+    last = answer(request(token), [BuiltinBackend(state)], state, ISSUER, NOW + 600.2)
+    assert last.authenticated is None and "has expired" in last.reason
+    assert "has expired" in decode_verified(last.response or "", issuer_prefix="A")["nats"]["error"]
+
+
 @pytest.mark.parametrize("token, reason", [
     (None, "no token"),
     ("x" * 5000, "too long"),
