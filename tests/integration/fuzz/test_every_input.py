@@ -27,6 +27,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
+from yarl import URL
 
 from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
@@ -216,7 +217,8 @@ WHOLE: dict[str, tuple[str, dict[str, Any]]] = {
     "rule": ("rules", {"min_nodes": 3}),
     "policy": ("policies", {"source": 'package muster.p\nimport rego.v1\n\ndeny contains "big" if input.nodes.after > 9\n'}),
     "subscription": ("subscriptions", {"events": ["job_failed"], "subject": f"muster.cb.{TENANT}.news"}),
-    "schedule": ("schedules", {"every_s": 3600, "verb": "check", "command": {}, "text": "cluster check c1"}),
+    "schedule": ("schedules", {"every_s": 3600, "verb": "check", "text": "cluster check c1",
+                              "command": {"type": "CheckCluster", "cluster_id": UNKNOWN}}),
 }
 
 
@@ -235,9 +237,10 @@ async def test_an_odd_name_is_refused_alike_on_the_bus_and_over_http_naming_the_
         said = json.loads(await _ask(sweep, subjects.governance_request(TENANT, PRINCIPAL, "delete"), delete))
         if said.get("ok") is not False or fault not in said.get("reason", ""):
             wrong.append(f"bus delete {what}: {str(said)[:300]}")
+        # (dots escaped and the URL taken as it is: a client resolves a bare `..` segment away)
+        path = URL(f"{sweep.url}/v1/governance/{collection}/{quote(name, safe='').replace('.', '%2E')}", encoded=True)
         for method in ("PUT", "DELETE"):
-            async with sweep.http.request(method, f"{sweep.url}/v1/governance/{collection}/{quote(name, safe='')}",
-                                          json=body, headers={TENANT_HEADER: TENANT}) as resp:
+            async with sweep.http.request(method, path, json=body, headers={TENANT_HEADER: TENANT}) as resp:
                 error = (await resp.json())["error"]
             if resp.status != 400 or error.get("parameter") != "name" or fault not in error["message"]:
                 wrong.append(f"{method} {what}: {resp.status} {error}")
