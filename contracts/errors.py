@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,36 @@ _BOUNDS = {"less_than_equal": ("le", "over the limit: at most"), "greater_than_e
 (it read "Input should be less than or equal to 10000")."""
 
 
+_ONE_CLASS = re.compile(r"\^\[([^\]]+)\](?:\{(\d+),(\d+)\}|\+)\$")
+
+
+def char_shown(ch: str) -> str:
+    """One character as a person can tell it apart: `'/'`, or its code point and name when it is
+    not printable ASCII (`U+0435 CYRILLIC SMALL LETTER IE`, which prints as a Latin `e`)."""
+    if " " < ch < "\x7f":
+        return repr(ch)
+    name = unicodedata.name(ch, "") or ("(a control character)" if unicodedata.category(ch) == "Cc" else "")
+    return f"U+{ord(ch):04X}" + (f" {name}" if name else "")
+
+
+def name_fault(value: str, pattern: str) -> str:
+    """What in `value` a one-class pattern (`^[A-Za-z0-9_\\-]{1,64}$`) refuses: `character 2 is
+    U+0435 CYRILLIC SMALL LETTER IE`, `it is 1000 characters long`, `it is empty`; '' for another
+    pattern. A refusal quoting `'wеb'` or `'a\\u200db'` alone left its reader to find the fault
+    (session 37's walk: a homoglyph reads as the name it imitates)."""
+    found = _ONE_CLASS.fullmatch(pattern)
+    if found is None:
+        return ""
+    allowed = re.compile(f"[{found.group(1)}]")
+    for at, ch in enumerate(value, 1):
+        if not allowed.fullmatch(ch):
+            return f"character {at} is {char_shown(ch)}"
+    if not value:
+        return "it is empty"
+    most = int(found.group(3)) if found.group(3) else None
+    return f"it is {len(value)} characters long" if most is not None and len(value) > most else ""
+
+
 def _pattern_words(pattern: str) -> str | None:
     bounded = _BOUNDED_WORD.fullmatch(pattern)
     if bounded:
@@ -53,8 +84,9 @@ def problem_text(problem: Any) -> str:
         words = _pattern_words(str((problem.get("ctx") or {}).get("pattern", "")))
         if words is not None:
             shown = str(problem.get("input", ""))
+            fault = name_fault(shown, str((problem.get("ctx") or {}).get("pattern", "")))
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
-            return f"{shown!r} is not allowed here: {words}"
+            return f"{shown!r} is not allowed here: {words}" + (f" ({fault})" if fault else "")
     if problem.get("type") == "string_too_short" and (problem.get("ctx") or {}).get("min_length") == 1:
         return "is empty: give a value"  # (an empty policy file read "String should have at least 1 character")
     if problem.get("type") == "model_type":

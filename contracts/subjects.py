@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from .errors import name_fault
+
 EVENTS_STREAM = "EVENTS"
 TASKS_STREAM = "TASKS"
 LOCATIONS_BUCKET = "locations"
@@ -31,7 +33,10 @@ class SubjectError(ValueError):
 
 def token(value: str, what: str) -> str:
     if not isinstance(value, str) or not TOKEN.fullmatch(value):
-        raise SubjectError(f"{what} {value!r} is not a valid name: use 1-128 letters, digits, '-' or '_'")
+        fault = name_fault(value, TOKEN.pattern) if isinstance(value, str) else ""
+        shown = value if not isinstance(value, str) or len(value) <= 40 else value[:37] + "..."
+        raise SubjectError(f"{what} {shown!r} is not a valid name: use 1-128 letters, digits, '-' or '_'"
+                           + (f" ({fault})" if fault else ""))
     return value
 
 

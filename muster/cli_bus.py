@@ -221,6 +221,11 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
         why = "nothing listens there: connection refused" if isinstance(err, ConnectionRefusedError) else type(err).__name__
+        from muster.runtime.ps import unanswered
+
+        up = unanswered(data_dir, "nats-server", url)
+        if up is not None:
+            raise CliError(f"cannot reach NATS at {url} ({why}): {up}", EXIT_UNREACHABLE) from None
         raise CliError(f"cannot reach NATS at {url} ({why}){plain}: is `muster up` running, or NATS_URL set?"
                        f"{missing_data_dir(url, connect_module.DEFAULT_URL, data_dir)}", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:

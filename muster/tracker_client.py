@@ -188,6 +188,11 @@ class TrackerReads:
         # A TLS server drops a plain request without a word: say what that may mean.
         plain = (" (a tracker serving HTTPS needs an https:// URL)"
                  if self.url.startswith("http://") and type(err).__name__ == "ServerDisconnectedError" else "")
+        from muster.runtime.ps import unanswered
+
+        up = unanswered(self._data_dir, "tracker", self.url)
+        if up is not None:
+            return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}): {up}", EXIT_UNREACHABLE)
         return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}){plain}: is `muster up` running, or "
                         f"--tracker-url / $MUSTER_TRACKER_URL set?"
                         f"{missing_data_dir(self.url, cli_bus.DEFAULT_TRACKER_URL, self._data_dir)}", EXIT_UNREACHABLE)

@@ -9,6 +9,7 @@ no bus, no tracker and no token: it answers when they are the ones down.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,6 +74,46 @@ def processes(state: dict[str, Any], data_dir: Path, is_alive: Any = alive) -> l
     for name, why in given_up.items():
         found.append(Proc(name, None, False, restarts.get(name, 0), why, logs.get(name)))
     return found
+
+
+def unanswered(data_dir: Path | None, name: str, url: str, is_alive: Any = alive) -> str | None:
+    """What to tell a command that `name` (`tracker`, `nats-server`) did not answer at `url`, when
+    that is the URL of the `muster up` running on `data_dir`: whether it is being started again,
+    alive but silent, or given up on, and where to look; None otherwise (the caller's own words,
+    "is `muster up` running?", stand). Walk of session 37: with the tracker killed, or nats-server
+    stopped, the commands asked whether `muster up` was running (it was, restarting it) and, of a
+    silent plain server, whether it needed a tls:// URL."""
+    from muster.bus.server import DataDirLock
+
+    try:
+        if data_dir is None or not DataDirLock(data_dir).in_use():
+            return None
+        state = json.loads((data_dir / DataDirLock.STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    saved = state.get(f"{name.removesuffix('-server')}_url") if isinstance(state, dict) else None
+    if not saved or str(saved).rstrip("/") != url.rstrip("/"):
+        return None
+    try:
+        found = {p.name: p for p in processes(state, data_dir, is_alive)}
+    except (KeyError, TypeError, ValueError):
+        return None
+    up, proc = found[UP], found.get(name)
+    if proc is None or not up.alive:
+        return None
+    where = f"`muster up` (pid {up.pid}) runs on {data_dir}"
+    log = f"{proc.log} says" if proc.log else "its log says"
+    if proc.given_up is not None:
+        return f"{where} and gave up on its {name}: {proc.given_up}; {log} why it stopped"
+    if not proc.alive:
+        return (f"{where} and starts its {name} again (it exited; restarted {_times(proc.restarts)} so far): try again in a "
+                f"moment; `muster ps` shows it, {log} why it stopped")
+    return (f"{where} and its {name} (pid {proc.pid}) is alive but did not answer: it is starting again (restarted "
+            f"{_times(proc.restarts)} so far) or stuck; `muster ps` shows it, {log} more")
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 @click.command("ps")

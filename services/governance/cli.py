@@ -18,6 +18,7 @@ import nats.errors
 import yaml
 
 from contracts import subjects
+from contracts.errors import name_fault
 from contracts.governance import MAX_APPROVAL_S, MAX_LEASE_WARNING_S, NAME, NAME_RULE, NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
 from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
@@ -136,9 +137,10 @@ def _name(path: Path, given: str | None = None) -> str:
     could not find. The governance service refuses it in the same words (HTTP, the bus)."""
     name = given if given is not None else path.stem
     if not re.fullmatch(NAME, name):
-        why = (f"--name {name!r}" if given is not None
-               else f"{path}: its name {name!r} (the file's, without .rego)")
-        raise CliError(f"{why} is not a policy name: use {NAME_RULE}"
+        shown = name if len(name) <= 40 else name[:37] + "..."
+        why = (f"--name {shown!r}" if given is not None
+               else f"{path}: its name {shown!r} (the file's, without .rego)")
+        raise CliError(f"{why} is not a policy name: use {NAME_RULE} ({name_fault(name, NAME)})"
                        + ("" if given is not None else "; rename the file, or give the policy a name with --name"),
                        EXIT_INVALID)
     return name

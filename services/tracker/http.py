@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -21,6 +22,7 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 
 from contracts import subjects
+from contracts.governance import NAME_RULE
 from contracts.identity import Scope
 from muster import tracing
 from muster.bus.consume import consume_routes
@@ -64,6 +66,7 @@ QUERY: web.AppKey[dict[str, tuple[str, ...]]] = web.AppKey("query_parameters", d
 """Each route's query parameters, from the OpenAPI document (`contract.query_parameters`)."""
 
 MAX_TARGET_BYTES = 8192
+_EMPTY_GOVERNANCE_NAME = re.compile(r"/v1/governance/(rules|policies|subscriptions|schedules)/")
 """The longest request target (path and query string) and header the API takes: ids and a
 few filters fit many times over. Longer ones are answered 414 / 431 in the JSON error shape."""
 PARSER_LIMIT = 65536
@@ -225,15 +228,18 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
     except BadParameter as err:
         response = error(400, str(err), err.parameter)
     except web.HTTPException as err:  # the router's 404 and 405
-        reason = err.reason
-        if err.status == 404 and route == "unmatched":  # "Not Found" said nothing of what exists
+        reason, status, parameter = err.reason, err.status, None
+        if err.status == 404 and route == "unmatched" and _EMPTY_GOVERNANCE_NAME.fullmatch(request.path):
+            # (an empty name is a path that ends at its collection: it was "no route", naming no field)
+            reason, status, parameter = f"name '' is not a name: use {NAME_RULE} (it is empty)", 400, "name"
+        elif err.status == 404 and route == "unmatched":  # "Not Found" said nothing of what exists
             reason = f"no route {request.method} {request.path[:200]}: GET /v1/openapi.json lists the routes"
             if request.method == "POST" and request.path.endswith("/delete"):
                 reason += " (a cluster is deleted with DELETE /v1/clusters/{id})"
         elif err.status == 405 and "Allow" in err.headers:
             reason = (f"{request.method} {request.path[:200]}: this route takes {err.headers['Allow'].replace(',', ', ')} "
                       "(GET /v1/openapi.json lists the routes and their methods)")
-        response = error(err.status, reason)
+        response = error(status, reason, parameter)
         if "Allow" in err.headers:
             response.headers["Allow"] = err.headers["Allow"]
     except (nats.errors.Error, StoreError, TimeoutError) as err:

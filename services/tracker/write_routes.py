@@ -12,6 +12,7 @@ from nats.aio.client import Client
 
 from contracts.catalog import KINDS
 from contracts.commands import ID
+from contracts.errors import name_fault
 from contracts.governance import NAME as GOVERNANCE_NAME
 from contracts.governance import NAME_RULE
 from contracts.identity import Scope
@@ -45,7 +46,8 @@ def _ids(request: web.Request, route: WriteRoute) -> dict[str, str]:
             ids[name] = value
         elif route.path.startswith("/v1/governance/") and not re.fullmatch(GOVERNANCE_NAME, value):
             # as `muster policy apply` and the governance service refuse it ("is not a name" said nothing of what is)
-            raise BadParameter(name, f"{name} {shown(value)} is not a name: use {NAME_RULE}")
+            fault = name_fault(value, GOVERNANCE_NAME)
+            raise BadParameter(name, f"{name} {shown(value)} is not a name: use {NAME_RULE}" + (f" ({fault})" if fault else ""))
         elif not (_ID if name == "plan_id" else _NAME).fullmatch(value):
             raise BadParameter(name, f"{name} {shown(value)} is not a {name.replace('_', ' ')}")
         else:

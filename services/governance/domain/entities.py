@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.commands import JOB_VERBS, VERB_OF
-from contracts.errors import describe_validation_error
+from contracts.errors import char_shown, describe_validation_error
 from contracts.governance import (
     ENTITY_OF,
     ApprovalRule,
@@ -160,9 +160,31 @@ class Put:
     """`add` or `change`."""
 
 
+_PATTERN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-*?[]!")
+"""What a cluster name (`contracts.commands.ID`: letters, digits, '-', '_') or id is made of,
+and a shell pattern's `*`, `?` and `[!...]`."""
+
+
+def _unmatchable(patterns: Sequence[str]) -> str:
+    """The first of a rule's or a subscription's cluster patterns that no cluster name or id can
+    match, said with the character at fault; '' if none. `prod.*` (a regular expression's
+    habit), `wеb` (a Cyrillic `е`) and `<b>x</b>` were stored, and the rule never held: every
+    request it was written to hold for ran without an approver (session 37's walk)."""
+    for pattern in patterns:
+        if not pattern:
+            return "'' is empty: no cluster has an empty name (give a name or a pattern such as prod-*)"
+        bad = next((ch for ch in pattern if ch not in _PATTERN_CHARS), None)
+        if bad is not None:
+            shown = pattern if len(pattern) <= 40 else pattern[:37] + "..."
+            return (f"{shown!r} can match no cluster: it has {char_shown(bad)}, and a cluster's name and id are letters, "
+                    "digits, '-' and '_' (a pattern adds '*', '?' and [...])")
+    return ""
+
+
 def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
     """The entity parsed, or every problem with it."""
-    label = f"{kind} {body.get('name')!r}" if isinstance(body.get("name"), str) else kind
+    name = body.get("name")
+    label = f"{kind} {name if len(name) <= 40 else name[:37] + '...'!r}" if isinstance(name, str) else kind
     hook = body.get("webhook") if kind == "subscription" else None
     if isinstance(hook, Mapping) and isinstance(hook.get("url"), str) and (unfit := scheme_problem(hook["url"])):
         return None, [f"{label}: webhook.url: {unfit}"]
@@ -180,8 +202,12 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             if wrong:
                 return None, [f"{label}: operations: {', '.join(map(repr, wrong))} is not an operation a rule can match "
                               f"({', '.join(RULE_OPERATIONS)}): the rule would never match"]
+            if unmatched := _unmatchable(entity.clusters):
+                return None, [f"{label}: clusters: {unmatched}: the rule would never match"]
         elif isinstance(entity, Schedule):
             check(entity)
+        elif isinstance(entity, Subscription) and (unmatched := _unmatchable(entity.clusters)):
+            return None, [f"{label}: clusters: {unmatched}: it would never be told of them"]
         elif isinstance(entity, Subscription) and entity.webhook is not None:
             found = url_problems(entity.webhook.url)
             if found:

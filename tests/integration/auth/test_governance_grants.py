@@ -356,7 +356,7 @@ async def test_policies_rules_and_subscriptions_over_http_as_the_cli_writes_them
         # A name that is not one is refused as `muster policy apply Bad-Name!.rego` refuses it (it stored `Bad-Name-`).
         status, body = await call("PUT", "ada", "/v1/governance/policies/Bad-Name!", {"source": NODES})
         assert status == 400 and body["error"]["message"] == "name 'Bad-Name!' is not a name: use 1 to 64 letters, digits, " \
-            "'-' and '_'", body
+            "'-' and '_' (character 9 is '!')", body
         status, body = await call("PUT", "ada", "/v1/governance/policies/nodes", {"source": NODES, "nodes": 3})
         assert status == 422 and body["error"]["parameter"] == "nodes", body
         status, body = await call("PUT", "ada", "/v1/governance/rules/big", {"operations": ["create"], "min_nodes": 5})

@@ -19,6 +19,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
@@ -26,6 +27,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
+from yarl import URL
 
 from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
@@ -195,6 +197,68 @@ async def test_every_write_route_refuses_bad_input_saying_why(sweep: Sweep, meth
         if any(w in why for w in NOT_OURS) or (field_ is not None and field_ not in why and error.get("parameter") != "body"):
             wrong.append(f"{what}: {resp.status} {why[:300]!r}")
     assert wrong == [], f"{method} {path}"
+
+
+# -- odd names, each otherwise a whole request (session 37's walk) --------------------------------
+
+ODD_NAMES: dict[str, tuple[str, str]] = {
+    # what: (the name, the fault each refusal names besides the rule)
+    "empty": ("", "it is empty"), "only spaces": ("   ", "character 1 is U+0020 SPACE"),
+    "1,000 characters": ("n" * 1000, "it is 1000 characters long"), "NUL": ("a\x00b", "character 2 is U+0000"),
+    "newline": ("a\nb", "character 2 is U+000A"), "right-to-left override": ("a\u202eb", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    "zero-width joiner": ("a\u200db", "U+200D ZERO WIDTH JOINER"), "..": ("..", "character 1 is '.'"),
+    "/": ("a/b", "character 2 is '/'"), "*": ("*", "character 1 is '*'"), ">": (">", "character 1 is '>'"),
+    "a dot": ("a.b", "character 2 is '.'"), "a homoglyph": ("w\u0435b", "character 2 is U+0435 CYRILLIC SMALL LETTER IE"),
+}
+"""A homoglyph (`wеb`, a Cyrillic `е`) and an invisible character read as a refusal of a name that
+looks right until the character at fault was named (contracts.errors.name_fault)."""
+WHOLE: dict[str, tuple[str, dict[str, Any]]] = {
+    # kind: (its HTTP collection, a body that is whole but for its name)
+    "rule": ("rules", {"min_nodes": 3}),
+    "policy": ("policies", {"source": 'package muster.p\nimport rego.v1\n\ndeny contains "big" if input.nodes.after > 9\n'}),
+    "subscription": ("subscriptions", {"events": ["job_failed"], "subject": f"muster.cb.{TENANT}.news"}),
+    "schedule": ("schedules", {"every_s": 3600, "verb": "check", "text": "cluster check c1",
+                              "command": {"type": "CheckCluster", "cluster_id": UNKNOWN}}),
+}
+
+
+@pytest.mark.parametrize("kind", WHOLE)
+async def test_an_odd_name_is_refused_alike_on_the_bus_and_over_http_naming_the_character_at_fault(sweep: Sweep, kind: str) -> None:
+    collection, body = WHOLE[kind]
+    wrong = []
+    for what, (name, fault) in ODD_NAMES.items():
+        sweep.seen.append(f"{kind} named {what}")
+        put = json.dumps({"kind": kind, "entities": [{**body, "name": name}]}).encode()
+        said = json.loads(await _ask(sweep, subjects.governance_request(TENANT, PRINCIPAL, "put"), put))
+        if said.get("ok") is not False or len(said.get("problems", [])) != 1 or "name: " not in said["problems"][0] \
+                or fault not in said["problems"][0] or len(said["problems"][0]) > 400:
+            wrong.append(f"bus put {what}: {str(said)[:300]}")
+        delete = json.dumps({"kind": kind, "name": name}).encode()
+        said = json.loads(await _ask(sweep, subjects.governance_request(TENANT, PRINCIPAL, "delete"), delete))
+        if said.get("ok") is not False or fault not in said.get("reason", ""):
+            wrong.append(f"bus delete {what}: {str(said)[:300]}")
+        # (dots escaped and the URL taken as it is: a client resolves a bare `..` segment away)
+        path = URL(f"{sweep.url}/v1/governance/{collection}/{quote(name, safe='').replace('.', '%2E')}", encoded=True)
+        for method in ("PUT", "DELETE"):
+            async with sweep.http.request(method, path, json=body, headers={TENANT_HEADER: TENANT}) as resp:
+                error = (await resp.json())["error"]
+            if resp.status != 400 or error.get("parameter") != "name" or fault not in error["message"]:
+                wrong.append(f"{method} {what}: {resp.status} {error}")
+    assert wrong == [], kind
+
+
+async def test_an_odd_pool_name_in_a_subject_is_refused_naming_the_character_at_fault(sweep: Sweep) -> None:
+    """The pool's name is a subject token (`muster.pool.<principal>.<pool>.<verb>`): one a raw
+    client sends with a character a name may not have is refused saying which (NATS itself
+    refuses an empty token, a space and a wildcard in a publish)."""
+    wrong = []
+    for what in ("right-to-left override", "zero-width joiner", "a homoglyph", "1,000 characters", "/"):
+        name, fault = ODD_NAMES[what]
+        sweep.seen.append(f"pool named {what}")
+        said = json.loads(await _ask(sweep, subjects.POOL + f".{PRINCIPAL}.{name}.show", b"{}"))
+        if said.get("type") != "Rejected" or fault not in said.get("reason", "") or len(said["reason"]) > 400:
+            wrong.append(f"{what}: {str(said)[:300]}")
+    assert wrong == []
 
 
 async def test_nothing_reached_the_log(sweep: Sweep) -> None:

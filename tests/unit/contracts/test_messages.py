@@ -122,9 +122,18 @@ def test_an_empty_value_is_said_empty() -> None:
 
 @pytest.mark.parametrize(("make", "said"), [
     (lambda: CreateCluster(name="bad name!", template="t", nodes=2),
-     "name: 'bad name!' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),
+     "name: 'bad name!' is not allowed here: use 1 to 128 letters, digits, '-' and '_' (character 4 is U+0020 SPACE)"),
     (lambda: CreateCluster(name="x" * 200, template="t", nodes=2),
-     "name: '" + "x" * 37 + "...' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),
+     "name: '" + "x" * 37 + "...' is not allowed here: use 1 to 128 letters, digits, '-' and '_' (it is 200 characters long)"),
+    # Walk of session 37: a homoglyph, an invisible character and a control character read as a
+    # refusal of a name that looks right; the character at fault is named by its code point.
+    (lambda: CreateCluster(name="w\u0435b", template="t", nodes=2),
+     "name: 'w\u0435b' is not allowed here: use 1 to 128 letters, digits, '-' and '_' "
+     "(character 2 is U+0435 CYRILLIC SMALL LETTER IE)"),
+    (lambda: CreateCluster(name="a\u200db", template="t", nodes=2),
+     "name: 'a\\u200db' is not allowed here: use 1 to 128 letters, digits, '-' and '_' (character 2 is U+200D ZERO WIDTH JOINER)"),
+    (lambda: CreateCluster(name="a\x00b", template="t", nodes=2),
+     "name: 'a\\x00b' is not allowed here: use 1 to 128 letters, digits, '-' and '_' (character 2 is U+0000 (a control character))"),
 ])
 def test_a_name_that_does_not_fit_is_refused_in_words_not_a_regular_expression(make: Any, said: str) -> None:
     with pytest.raises(ValidationError) as err:

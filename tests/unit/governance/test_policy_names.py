@@ -27,12 +27,13 @@ def test_a_file_whose_name_is_not_a_policy_name_is_refused_saying_what_a_name_is
     ran = CliRunner(env=OFFLINE).invoke(main, ["policy", "apply", str(bad)])
     assert ran.exit_code == 2, ran.output
     assert (f"{bad}: its name 'Bad-Name!' (the file's, without .rego) is not a policy name: use 1 to 64 letters, digits, "
-            "'-' and '_'; rename the file, or give the policy a name with --name") in ran.output, ran.output
+            "'-' and '_' (character 9 is '!'); rename the file, or give the policy a name with --name") in ran.output, ran.output
     wrong = CliRunner(env=OFFLINE).invoke(main, ["policy", "apply", str(bad), "--name", "still bad!"])
     assert wrong.exit_code == 2 and "--name 'still bad!' is not a policy name: use 1 to 64" in wrong.output, wrong.output
     # The service refuses it in the same words (HTTP's PUT and the bus reach it there).
     assert problems_of("policy", {"name": "Bad-Name!", "source": SOURCE})[1] == [
-        "policy 'Bad-Name!': name: 'Bad-Name!' is not allowed here: use 1 to 64 letters, digits, '-' and '_'"]
+        "policy 'Bad-Name!': name: 'Bad-Name!' is not allowed here: use 1 to 64 letters, digits, '-' and '_' "
+        "(character 9 is '!')"]
 
 
 def test_name_gives_the_policy_its_name_and_only_with_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

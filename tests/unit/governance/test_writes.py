@@ -68,6 +68,29 @@ async def test_a_rule_on_an_operation_no_request_has_is_refused() -> None:
     assert (await put(writes, "rule", name="ok", operations=["create", "expand", "restart"])).ok
 
 
+async def test_a_cluster_pattern_no_cluster_name_can_match_is_refused_and_nothing_is_written() -> None:
+    """Walk of session 37: `rule add prod --cluster 'prod.*'` (a regular expression's habit), a
+    Cyrillic `е` in `wеb`, markup, a NUL or an empty pattern were stored, and the rule never held:
+    every request it was written to hold for ran without an approver; a subscription so written
+    was never told of its clusters."""
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+    cases = {"prod.*": "it has '.'", "w\u0435b": "it has U+0435 CYRILLIC SMALL LETTER IE", "<b>x</b>": "it has '<'",
+             "a\x00b": "it has U+0000 (a control character)", "": "'' is empty"}
+    for pattern, fault in cases.items():
+        rule = await put(writes, "rule", name="prod", min_nodes=1, clusters=["web-*", pattern])
+        assert not rule.ok and rule.code == "invalid" and len(rule.problems) == 1, rule
+        assert rule.problems[0].startswith("rule 'prod': clusters: ") and fault in rule.problems[0], rule.problems
+        assert rule.problems[0].endswith("the rule would never match"), rule.problems
+        sub = await put(writes, "subscription", name="news", events=["job_failed"], subject="muster.cb.a.news", clusters=[pattern])
+        assert not sub.ok and fault in sub.problems[0] and "never be told of them" in sub.problems[0], sub.problems
+    assert await log.read(subjects.governance_filter("a", "rule")) == []
+    # Names, ids and shell patterns of them are taken as before.
+    assert (await put(writes, "rule", name="prod", clusters=["prod-*", "web_?", "db[0-9]", "[!x]*", CLUSTER])).ok
+    assert (await put(writes, "subscription", name="news", events=["job_failed"], subject="muster.cb.a.news",
+                      clusters=["prod-*", CLUSTER])).ok
+
+
 def test_input_paths_are_checked_below_known_levels_only() -> None:
     source = """package muster.p
 import rego.v1

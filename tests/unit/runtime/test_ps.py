@@ -89,3 +89,62 @@ def test_the_logs_muster_up_names_are_found_from_any_directory(tmp_path: Path, m
         assert logs["solver"] == str(tmp_path.resolve() / ".muster" / "logs" / "solver.log"), logs
     finally:
         deployment.lock.release()
+
+
+def test_a_service_that_does_not_answer_at_the_running_deployment_s_url_is_said_restarting_silent_or_given_up(tmp_path: Path) -> None:
+    """Walk of session 37: the tracker killed (`muster up` restarting it) or nats-server stopped,
+    the commands asked "is `muster up` running?" (it was) and, of a silent plain server, whether it
+    needed a tls:// URL. Said now from what the running `muster up` says of itself."""
+    from muster.runtime.ps import unanswered
+
+    lock = DataDirLock(tmp_path).acquire()
+    try:
+        lock.describe(**{**STATE, "processes": {"nats-server": 101, "tracker": 104},
+                         "logs": {"nats-server": "/d/nats/nats-server.log", "tracker": f"{tmp_path.resolve()}/logs/tracker.log"}})
+        gone = unanswered(tmp_path, "tracker", "http://127.0.0.1:2/", is_alive=lambda pid, name: pid != 104)
+        assert gone == (f"`muster up` (pid 100) runs on {tmp_path} and starts its tracker again (it exited; restarted 0 times so "
+                        f"far): try again in a moment; `muster ps` shows it, {tmp_path.resolve()}/logs/tracker.log says why it "
+                        "stopped"), gone
+        silent = unanswered(tmp_path, "nats-server", "nats://127.0.0.1:1", is_alive=lambda pid, name: True)
+        assert silent is not None and "its nats-server (pid 101) is alive but did not answer" in silent and "/d/nats/nats-server.log" in silent
+        assert "tls://" not in silent
+        assert unanswered(tmp_path, "notifier", "", is_alive=lambda pid, name: True) is None  # (no URL of its own)
+        lock.describe(**{**STATE, "processes": {}, "given_up": {"tracker": "tracker exited 5 times within 60 s; giving up on it"}})
+        given_up = unanswered(tmp_path, "tracker", "http://127.0.0.1:2", is_alive=lambda pid, name: True)
+        assert given_up is not None and "and gave up on its tracker: tracker exited 5 times within 60 s" in given_up, given_up
+        assert unanswered(tmp_path, "tracker", "http://127.0.0.1:9", is_alive=lambda pid, name: True) is None  # another deployment's
+        assert unanswered(tmp_path, "tracker", "http://127.0.0.1:2", is_alive=lambda pid, name: pid != 100) is None  # muster up gone
+    finally:
+        lock.release()
+    assert unanswered(tmp_path, "tracker", "http://127.0.0.1:2", is_alive=lambda pid, name: True) is None  # nothing holds it
+
+
+def test_a_command_that_cannot_reach_the_deployment_s_nats_says_muster_up_is_starting_it_again(tmp_path: Path) -> None:
+    import asyncio
+    import socket
+
+    import pytest
+
+    from muster.cli_bus import connect_or_fail
+    from muster.cli_support import CliError
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        url = f"nats://127.0.0.1:{free.getsockname()[1]}"
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "muster"])  # `muster up`, alive
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # a nats-server that exited
+    lock = DataDirLock(tmp_path).acquire()
+    try:
+        lock.describe(pid=stand_in.pid, nats_url=url, processes={"nats-server": ended.pid}, restarts={"nats-server": 2})
+        with pytest.raises(CliError) as err:
+            asyncio.run(connect_or_fail(url, tmp_path))
+        said = str(err.value)
+        assert said.startswith(f"cannot reach NATS at {url} (nothing listens there: connection refused): `muster up` (pid "
+                               f"{stand_in.pid}) runs on {tmp_path} and starts its nats-server again (it exited; restarted 2 times "
+                               "so far): try again in a moment"), said
+        assert "is `muster up` running" not in said
+    finally:
+        lock.release()
+        stand_in.kill()
+        stand_in.wait()
