@@ -70,20 +70,49 @@ def credentials_failed(err: Exception) -> CliError:
     return CliError(str(err), EXIT_INVALID)
 
 
+ERROR_KINDS: dict[int, str] = {EXIT_FAILED: "failed", EXIT_INVALID: "invalid", EXIT_UNREACHABLE: "unreachable",
+                               EXIT_DENIED: "denied", EXIT_INTERRUPTED: "interrupted"}
+"""The `kind` of a `--json` command's error document, by its exit code (docs/client.md)."""
+JSON_ASKED = "muster.json"
+"""The key in click's context `meta` (shared by a command's contexts) set when `--json` is given."""
+
+
 class CliError(click.ClickException):
     """One sentence on stderr and an exit code. With a `document`, the document is printed on
     stdout as JSON (`muster solve` and `muster plan` answer scripts that way), and the sentence
     on stderr too when stdout is not a terminal: `muster solve ... > layout.json` put the error
-    in the file and showed the person nothing."""
+    in the file and showed the person nothing.
 
-    def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None) -> None:
+    A command given `--json` (`json_option`) ends its stdout with the error as a document,
+    `{"error": {"kind", "message", "exit_code", "field"}}` (`field`: the option or argument at
+    fault, when the refusal names one), after a `document` of its own (the refusal's answer);
+    `muster solve` and `muster plan`'s own `{"error": ...}` is that one, completed. Before
+    session 37 only those two answered scripts so: a refused `cluster show --json` printed its
+    sentence on stderr alone. An exit with nothing to say (`stop`) prints none."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None, field: str | None = None) -> None:
         super().__init__(message)
         # click declares `exit_code` a class variable; every CliError carries its own code.
         self.exit_code = exit_code  # type: ignore[misc]
         self.document = document
+        self.field = field
+        ctx = click.get_current_context(silent=True)  # (made while the command runs, its options parsed)
+        self.as_json = bool(ctx is not None and ctx.meta.get(JSON_ASKED))
+
+    def error_document(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"kind": ERROR_KINDS.get(self.exit_code, "failed"), "message": self.message,
+                                 "exit_code": self.exit_code, "field": self.field}
+        own = self.document.get("error") if isinstance(self.document, dict) else None
+        return {"error": {**error, **own} if isinstance(own, dict) else error}
 
     def show(self, file: IO[Any] | None = None) -> None:
-        if self.document is not None:
+        if self.as_json and self.message:
+            if self.document is not None and not (isinstance(self.document, dict) and "error" in self.document):
+                click.echo(json.dumps(self.document))
+            click.echo(json.dumps(self.error_document()))
+            if not sys.stdout.isatty():
+                super().show(file)
+        elif self.document is not None:
             click.echo(json.dumps(self.document))
             if self.message and not sys.stdout.isatty():
                 super().show(file)
@@ -288,8 +317,19 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+def _json_asked(ctx: click.Context, _: click.Parameter, value: bool) -> bool:
+    if value:  # a failure then ends stdout with its error document (`CliError`)
+        ctx.meta[JSON_ASKED] = True
+    return value
+
+
+def json_flag(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--json` (as `as_json`), with its own help line."""
+    return click.option("--json", "as_json", is_flag=True, callback=_json_asked, help=help)
+
+
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="print JSON (one document per line) for scripts")(f)
+    return json_flag("print JSON (one document per line) for scripts")(f)
 
 
 def echo_json(value: Any) -> None:
