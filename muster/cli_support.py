@@ -75,6 +75,9 @@ ERROR_KINDS: dict[int, str] = {EXIT_FAILED: "failed", EXIT_INVALID: "invalid", E
 """The `kind` of a `--json` command's error document, by its exit code (docs/client.md)."""
 JSON_ASKED = "muster.json"
 """The key in click's context `meta` (shared by a command's contexts) set when `--json` is given."""
+JSON_PRINTED = "muster.json.printed"
+"""Set when the command printed a JSON document (`echo_json`): its answer, which says a failure
+that follows (a `Rejected` reply, a diff's problems, the event that ended a followed job)."""
 
 
 class CliError(click.ClickException):
@@ -83,12 +86,14 @@ class CliError(click.ClickException):
     on stderr too when stdout is not a terminal: `muster solve ... > layout.json` put the error
     in the file and showed the person nothing.
 
-    A command given `--json` (`json_option`) ends its stdout with the error as a document,
-    `{"error": {"kind", "message", "exit_code", "field"}}` (`field`: the option or argument at
-    fault, when the refusal names one), after a `document` of its own (the refusal's answer);
-    `muster solve` and `muster plan`'s own `{"error": ...}` is that one, completed. Before
-    session 37 only those two answered scripts so: a refused `cluster show --json` printed its
-    sentence on stderr alone. An exit with nothing to say (`stop`) prints none."""
+    A command given `--json` (`json_option`) that printed no JSON document yet says the error
+    as one, `{"error": {"kind", "message", "exit_code", "field"}}` (`field`: the request's field
+    at fault, when the refusal names one); one that did (its answer says the failure: a
+    `Rejected` reply, a diff's problems, the event that ended a followed job), or that has a
+    `document` of its own (a governance refusal's answer; `muster solve` and `muster plan`'s
+    `{"error": {"kind", "message"}}`), adds none. Before session 37 only those two answered
+    scripts so: a refused `cluster show --json` printed its sentence on stderr
+    alone. An exit with nothing to say (`stop`) prints none."""
 
     def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None, field: str | None = None) -> None:
         super().__init__(message)
@@ -97,23 +102,18 @@ class CliError(click.ClickException):
         self.document = document
         self.field = field
         ctx = click.get_current_context(silent=True)  # (made while the command runs, its options parsed)
-        self.as_json = bool(ctx is not None and ctx.meta.get(JSON_ASKED))
+        self.as_json = bool(ctx is not None and ctx.meta.get(JSON_ASKED) and not ctx.meta.get(JSON_PRINTED))
 
     def error_document(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"kind": ERROR_KINDS.get(self.exit_code, "failed"), "message": self.message,
-                                 "exit_code": self.exit_code, "field": self.field}
-        own = self.document.get("error") if isinstance(self.document, dict) else None
-        return {"error": {**error, **own} if isinstance(own, dict) else error}
+        return {"error": {"kind": ERROR_KINDS.get(self.exit_code, "failed"), "message": self.message,
+                          "exit_code": self.exit_code, "field": self.field}}
 
     def show(self, file: IO[Any] | None = None) -> None:
-        if self.as_json and self.message:
-            if self.document is not None and not (isinstance(self.document, dict) and "error" in self.document):
-                click.echo(json.dumps(self.document))
-            click.echo(json.dumps(self.error_document()))
-            if not sys.stdout.isatty():
-                super().show(file)
-        elif self.document is not None:
-            click.echo(json.dumps(self.document))
+        document = self.document
+        if document is None and self.as_json and self.message:
+            document = self.error_document()
+        if document is not None:
+            click.echo(json.dumps(document))
             if self.message and not sys.stdout.isatty():
                 super().show(file)
         elif self.message:
@@ -333,6 +333,9 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def echo_json(value: Any) -> None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # a failure after it is said by it (`CliError`)
+        ctx.meta[JSON_PRINTED] = True
     click.echo(json.dumps(value, sort_keys=False, default=str))
 
 

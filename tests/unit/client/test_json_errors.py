@@ -45,16 +45,23 @@ def test_a_failed_command_given_json_ends_its_stdout_with_the_error(words: tuple
     assert (plain.exit_code, plain.stdout, plain.stderr) == (code, "", result.stderr)
 
 
-def test_a_refusal_s_own_document_comes_first_and_a_field_it_names_is_said() -> None:
-    """A refusal with an answer of its own (a governance request's `GovernanceAnswer`, printed
-    as before) is followed by the error; `muster solve` and `muster plan`'s `{"error": ...}` is
-    that error, completed; a bare exit (`stop`: what happened was printed) adds nothing."""
+def test_an_answer_that_says_the_failure_is_the_document_and_a_field_is_said() -> None:
+    """A command that printed its answer as JSON before failing (a `Rejected` reply, a diff's
+    problems, the event that ended a followed job: `echo_json`), or whose refusal carries its
+    answer (a governance request's `GovernanceAnswer`; `muster solve` and `muster plan`'s own
+    `{"error": ...}`), prints no second document; a bare exit (`stop`: what happened was
+    printed) adds nothing."""
     import click
+
+    from muster.cli_support import echo_json
 
     @click.command()
     @click.option("--what")
     @click.option("--json", "as_json", is_flag=True, callback=_json_asked)
     def cmd(what: str, as_json: bool) -> None:
+        if what == "printed":
+            echo_json({"type": "Rejected", "reason": "too many", "field": "nodes"})
+            raise CliError("expand rejected (--nodes): too many", 2, field="nodes")
         if what == "answer":
             raise CliError("rule put refused: no", 2, document={"type": "GovernanceAnswer", "ok": False})
         if what == "own":
@@ -63,13 +70,13 @@ def test_a_refusal_s_own_document_comes_first_and_a_field_it_names_is_said() -> 
             raise CliError("expand rejected (--nodes): too many", 2, field="nodes")
         raise CliError("", 1)
 
-    said = {what: CliRunner().invoke(cmd, ["--what", what, "--json"]).stdout.splitlines() for what in ("answer", "own", "field", "stop")}
-    assert [json.loads(line) for line in said["answer"]] == [
-        {"type": "GovernanceAnswer", "ok": False},
-        {"error": {"kind": "invalid", "message": "rule put refused: no", "exit_code": 2, "field": None}}]
-    assert [json.loads(line) for line in said["own"]] == [
-        {"error": {"kind": "invalid", "message": "bad nodes file", "exit_code": 2, "field": None}}]
-    assert json.loads(said["field"][-1])["error"]["field"] == "nodes"
+    said = {what: [json.loads(line) for line in CliRunner().invoke(cmd, ["--what", what, "--json"]).stdout.splitlines()]
+            for what in ("printed", "answer", "own", "field", "stop")}
+    assert said["printed"] == [{"type": "Rejected", "reason": "too many", "field": "nodes"}]
+    assert said["answer"] == [{"type": "GovernanceAnswer", "ok": False}]
+    assert said["own"] == [{"error": {"kind": "invalid", "message": "bad nodes file"}}]
+    assert said["field"] == [{"error": {"kind": "invalid", "message": "expand rejected (--nodes): too many", "exit_code": 2,
+                                        "field": "nodes"}}]
     assert said["stop"] == []
 
 
