@@ -70,21 +70,50 @@ def credentials_failed(err: Exception) -> CliError:
     return CliError(str(err), EXIT_INVALID)
 
 
+ERROR_KINDS: dict[int, str] = {EXIT_FAILED: "failed", EXIT_INVALID: "invalid", EXIT_UNREACHABLE: "unreachable",
+                               EXIT_DENIED: "denied", EXIT_INTERRUPTED: "interrupted"}
+"""The `kind` of a `--json` command's error document, by its exit code (docs/client.md)."""
+JSON_ASKED = "muster.json"
+"""The key in click's context `meta` (shared by a command's contexts) set when `--json` is given."""
+JSON_PRINTED = "muster.json.printed"
+"""Set when the command printed a JSON document (`echo_json`): its answer, which says a failure
+that follows (a `Rejected` reply, a diff's problems, the event that ended a followed job)."""
+
+
 class CliError(click.ClickException):
     """One sentence on stderr and an exit code. With a `document`, the document is printed on
     stdout as JSON (`muster solve` and `muster plan` answer scripts that way), and the sentence
     on stderr too when stdout is not a terminal: `muster solve ... > layout.json` put the error
-    in the file and showed the person nothing."""
+    in the file and showed the person nothing.
 
-    def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None) -> None:
+    A command given `--json` (`json_option`) that printed no JSON document yet says the error
+    as one, `{"error": {"kind", "message", "exit_code", "field"}}` (`field`: the request's field
+    at fault, when the refusal names one); one that did (its answer says the failure: a
+    `Rejected` reply, a diff's problems, the event that ended a followed job), or that has a
+    `document` of its own (a governance refusal's answer; `muster solve` and `muster plan`'s
+    `{"error": {"kind", "message"}}`), adds none. Before session 37 only those two answered
+    scripts so: a refused `cluster show --json` printed its sentence on stderr
+    alone. An exit with nothing to say (`stop`) prints none."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None, field: str | None = None) -> None:
         super().__init__(message)
         # click declares `exit_code` a class variable; every CliError carries its own code.
         self.exit_code = exit_code  # type: ignore[misc]
         self.document = document
+        self.field = field
+        ctx = click.get_current_context(silent=True)  # (made while the command runs, its options parsed)
+        self.as_json = bool(ctx is not None and ctx.meta.get(JSON_ASKED) and not ctx.meta.get(JSON_PRINTED))
+
+    def error_document(self) -> dict[str, Any]:
+        return {"error": {"kind": ERROR_KINDS.get(self.exit_code, "failed"), "message": self.message,
+                          "exit_code": self.exit_code, "field": self.field}}
 
     def show(self, file: IO[Any] | None = None) -> None:
-        if self.document is not None:
-            click.echo(json.dumps(self.document))
+        document = self.document
+        if document is None and self.as_json and self.message:
+            document = self.error_document()
+        if document is not None:
+            click.echo(json.dumps(document))
             if self.message and not sys.stdout.isatty():
                 super().show(file)
         elif self.message:
@@ -288,11 +317,25 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+def _json_asked(ctx: click.Context, _: click.Parameter, value: bool) -> bool:
+    if value:  # a failure then ends stdout with its error document (`CliError`)
+        ctx.meta[JSON_ASKED] = True
+    return value
+
+
+def json_flag(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--json` (as `as_json`), with its own help line."""
+    return click.option("--json", "as_json", is_flag=True, callback=_json_asked, help=help)
+
+
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="print JSON (one document per line) for scripts")(f)
+    return json_flag("print JSON (one document per line) for scripts")(f)
 
 
 def echo_json(value: Any) -> None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # a failure after it is said by it (`CliError`)
+        ctx.meta[JSON_PRINTED] = True
     click.echo(json.dumps(value, sort_keys=False, default=str))
 
 

@@ -258,7 +258,8 @@ def _services_operation(name: str, model: Callable[..., Command], doc: str, requ
 @cluster_op
 async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | None, tolerate: int, nodes: tuple[str, ...],
                   opts: Options) -> None:
-    """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
+    """Restart SERVICES on CLUSTER (default: all) and what depends on them. A service stopped
+    with `cluster stop` stays stopped unless it is named (the answer says which)."""
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=chosen(services, "SERVICES", "all of them"),

@@ -232,7 +232,8 @@ class Session:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
             await self._learn_names(reply.reason)
-            raise CliError(rejected_words(verb, reply, self.named, typed_as), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
+            raise CliError(rejected_words(verb, reply, self.named, typed_as), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID,
+                           field=reply.field)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply, getattr(cmd, "job_id", "JOB"))

@@ -80,8 +80,10 @@ async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, said: st
         try:
             msg = await refusals.guard(nc.request(subject, json.dumps({"kind": kind, **body}).encode(), timeout=TIMEOUT_S),
                                        principal_of(nc), tenant)
-        except nats.errors.NoRespondersError:
-            raise CliError("no governance service answered: is `muster up` (or `muster governance`) running?", EXIT_UNREACHABLE) from None
+        except nats.errors.NoRespondersError:  # (the notifier answers `notify-*`, the governance service the others)
+            service = "notifier" if verb.startswith("notify-") else "governance"
+            raise CliError(f"no {service} service answered: is `muster up` (or `muster {service}`) running?",
+                           EXIT_UNREACHABLE) from None
     finally:
         await nc.close()
     answer = GovernanceAnswer.model_validate_json(msg.data)

@@ -19,7 +19,7 @@ from nats.errors import ConnectionClosedError
 
 from contracts import subjects
 from contracts.commands import REPLY_ADAPTER, Accepted, LeaseExtended, Rejected
-from contracts.governance import GovernanceAnswer
+from contracts.governance import GOV_VERBS, GovernanceAnswer
 from muster import tracing
 from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import auth_required
@@ -37,9 +37,11 @@ log = structlog.get_logger("muster.governance")
 tracer = tracing.Tracer("muster.governance")
 QUEUE = "governance"
 SEND_TIMEOUT_S = 30.0
-ANSWERED_ELSEWHERE = ("notify-test", "notify-check")
-"""Governance verbs another service answers (the notifier: a test notification, the check of a
-subscription before it is stored, which this service asks for)."""
+VERBS = tuple(v for v in GOV_VERBS if not v.startswith("notify-"))
+"""The governance verbs this service answers, each subscribed on its own subject: the notifier's
+(`notify-test`, `notify-check`, which this service asks before it stores a webhook) are not taken
+here, so with no notifier running nats-server answers "no responders" at once (a wildcard over
+every verb left them unanswered: the requester waited its timeout, session 36)."""
 CHECK_TIMEOUT_S = 10.0
 
 
@@ -82,12 +84,14 @@ class NatsVet:
     def __init__(self, nc: Client, timeout: float = CHECK_TIMEOUT_S) -> None:
         self.nc, self.timeout = nc, timeout
 
-    async def __call__(self, tenant: str, principal: str, entities: list[dict[str, Any]]) -> GovernanceAnswer | None:
+    async def __call__(self, tenant: str, principal: str, entities: list[dict[str, Any]]) -> GovernanceAnswer | str:
         body = json.dumps({"kind": "subscription", "entities": entities}).encode()
         try:
             msg = await self.nc.request(subjects.governance_request(tenant, principal, "notify-check"), body, timeout=self.timeout)
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-            return None
+        except nats.errors.NoRespondersError:
+            return "no notifier is running"
+        except nats.errors.TimeoutError:
+            return f"no notifier answered within {self.timeout:g} s"
         return GovernanceAnswer.model_validate_json(msg.data)
 
 
@@ -105,8 +109,6 @@ async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> 
     async def on_request(msg: Msg) -> None:
         try:
             tenant, principal, rest = subjects.parse_request(msg.subject.replace(subjects.GOV, "muster.ops", 1))
-            if rest[-1] in ANSWERED_ELSEWHERE:
-                return
             reply = await writes.answer(tenant, principal, rest[-1], msg.data)
         except subjects.SubjectError as err:
             reply = GovernanceAnswer(ok=False, reason=str(err))
@@ -115,8 +117,9 @@ async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> 
             reply = GovernanceAnswer(ok=False, reason="internal error while handling the request; see the governance service's log")
         await answer_on_inbox(msg, reply.model_dump_json().encode())
 
-    sub = await nc.subscribe(subjects.ALL_GOVERNANCE_REQUESTS, queue=QUEUE, cb=on_request)
-    stack.push_async_callback(_unsubscribe, sub)
+    for verb in VERBS:
+        sub = await nc.subscribe(f"{subjects.GOV}.*.*.{verb}", queue=QUEUE, cb=on_request)
+        stack.push_async_callback(_unsubscribe, sub)
 
     scheduler = Scheduler(store, NatsSender(nc), AsyncioClock(), instance)
     stack.callback(scheduler.close)

@@ -16,6 +16,7 @@ it is refused.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,9 +41,10 @@ from .store import append_delete, append_puts, read_entries, read_for_put, with_
 TRIES = 3
 """Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
 PLURAL = {"rule": "rules", "policy": "policies", "subscription": "subscriptions", "schedule": "schedules"}
-Vet = Callable[[str, str, list[dict[str, Any]]], Awaitable[GovernanceAnswer | None]]
+Vet = Callable[[str, str, list[dict[str, Any]]], Awaitable[GovernanceAnswer | str]]
 """(tenant, requester, subscriptions with a webhook) -> the notifier's check of them (`notify-check`:
-the secrets they name, where they send); None when no notifier answered."""
+the secrets they name, where they send); a string when none checked them, saying why ("no
+notifier is running")."""
 
 
 def schedules_shown(principal: str, tenant: str) -> str:
@@ -112,6 +114,29 @@ class GovernanceWrites:
             return Decision(True)
         return self._may(principal, tenant, "schedule", [entity])
 
+    async def _refused_schedule(self, tenant: str, principal: str, schedule: dict[str, Any], doing: str) -> str:
+        """Why `principal` may not pause, resume or delete `schedule`, in one sentence naming the
+        schedule, its operation as typed and its cluster by name (session 36: `not paused:
+        schedule 'x': alice has no execute permission on cluster <its id>`)."""
+        assert self.identity is not None  # (no identities: everything is allowed)
+        command = schedule.get("command", {})
+        cluster_id, job_id = command.get("cluster_id"), command.get("job_id")
+        reason = may_operate(self.identity.principals.get(principal), self.identity.grants_of(principal), tenant,
+                             str(schedule.get("verb")), cluster_id, job_id).reason
+        if cluster_id:
+            cluster = None
+            with contextlib.suppress(subjects.SubjectError):
+                cluster = fold_cluster(await self.store.read(subjects.cluster_events(tenant, str(cluster_id))))
+            if cluster is not None and cluster.name:  # (`muster grant --scope cluster:NAME` takes the name)
+                reason = reason.replace(f"cluster {cluster_id}", f"cluster {cluster.name}").replace(
+                    f"cluster:{cluster_id}", f"cluster:{cluster.name}")
+        operation = f"`{schedule['text']}`" if schedule.get("text") else f"({schedule.get('verb')})"
+        name = repr(schedule.get("name"))
+        if doing == "resume":  # (its owner too: it runs again in the owner's name)
+            return f"{principal} may not resume schedule {name}: resuming it needs what its operation {operation} needs, and {reason}"
+        return (f"{principal} may not {doing} schedule {name}, which is {schedule.get('owner')}'s: {doing.removesuffix('e')}ing "
+                f"another's schedule needs what its operation {operation} needs, and {reason}")
+
     def _may_read(self, principal: str, tenant: str) -> Decision:
         if self.identity is None:
             return Decision(True)
@@ -149,7 +174,8 @@ class GovernanceWrites:
         stop = request.kind == "schedule"
         allowed = self._may_stop(principal, tenant, entry.entity) if stop else self._may(principal, tenant, request.kind, [entry.entity])
         if not allowed:
-            return _refused(f"not deleted: {allowed.reason}", code="forbidden")
+            reason = await self._refused_schedule(tenant, principal, entry.entity, "delete") if stop else f"not deleted: {allowed.reason}"
+            return _refused(reason, code="forbidden")
         try:
             seq = await append_delete(self.store, tenant, entry, by)
         except ConcurrencyError:
@@ -203,7 +229,8 @@ class GovernanceWrites:
                 return _refused(f"no schedule {request.name!r} in tenant {tenant!r}", code="not_found")
             allowed = self._may_stop(principal, tenant, entry.entity) if paused else self._may(principal, tenant, "schedule", [entry.entity])
             if not allowed:
-                return _refused(f"not {said}: {allowed.reason}", code="forbidden")
+                return _refused(await self._refused_schedule(tenant, principal, entry.entity, "pause" if paused else "resume"),
+                                code="forbidden")
             puts, problems = plan_puts(entries, "schedule", [{**entry.entity, "paused": paused}], versions)
             if problems:
                 return _refused(f"not {said}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
@@ -270,11 +297,11 @@ class GovernanceWrites:
             return problems, []
         answer = await self.vet(tenant, principal, [p.entity for p in hooks])
         names = ", ".join(repr(p.name) for p in hooks)
-        if answer is None:
-            return [], [f"subscription {names} not checked: no notifier answered; whether it has the secrets named and may "
-                        "send to the webhook is told at the first delivery (`muster notify test NAME` once it runs)"]
+        if isinstance(answer, str):
+            return [], [f"subscription {names} stored unchecked: {answer}; whether the notifier has the secrets named and "
+                        "may send to the webhook is told at the first delivery (`muster notify test NAME` once one runs)"]
         if not answer.ok and not answer.problems:
-            return [], [f"subscription {names} not checked: the notifier answered {answer.reason!r}"]
+            return [], [f"subscription {names} stored unchecked: the notifier answered {answer.reason!r}"]
         return list(answer.problems), list(answer.warnings)
 
     def _stamped(self, tenant: str, by: str, kind: str, body: dict[str, Any],

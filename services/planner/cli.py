@@ -16,7 +16,7 @@ from muster.bus.shards import lease_table
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_bus import Bus, bus_options, open_nats
-from muster.cli_support import EXIT_INVALID, CliError, command, guarded
+from muster.cli_support import EXIT_INVALID, CliError, command, guarded, json_flag
 from services.governance.domain.cost import plan_cost
 
 from .domain.errors import services_named
@@ -161,7 +161,7 @@ def with_added_services(catalog: Catalog, nodes: list[NodeSpec], named: list[str
 
 @click.command("planners")
 @bus_options(tenant=False)
-@click.option("--json", "as_json", is_flag=True, help="members and shard owners as JSON")
+@json_flag("members and shard owners as JSON")
 @command
 async def planners(bus: Bus, as_json: bool) -> None:
     """Live planners and the shards each acts for (from the `leases` bucket, docs/scaling.md)."""

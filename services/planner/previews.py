@@ -59,6 +59,9 @@ class Preview:
     batches: list[list[str]] | None = None
     """A rolling change's batches of node ids."""
     tolerance: int = 0
+    notes: tuple[str, ...] = ()
+    """What the request's answer and its dry run say with it (warnings): a restart, what it
+    leaves stopped."""
 
 
 class Previews:
@@ -94,15 +97,15 @@ class Previews:
                 layout = layout or await self._solve(job, cluster, facts)
                 plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)
                 return Preview(plan, target, layout)
-            plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd, cluster,
-                                                        facts.catalog)
+            direct, notes = planning.plan_direct(job, cluster, facts.catalog, cmd)
+            plan, batches, tolerance = planning.rolled(direct, cmd, cluster, facts.catalog)
             if op.observes:  # a check looks at every node, whichever fails to answer
                 if not cluster.nodes:  # (it said none of its services defines a `status` action)
                     raise Refused(f"nothing to check on cluster {cluster.name!r}: it has no nodes (cluster {cluster.status})")
                 if not plan.tasks:
                     raise Refused(f"nothing to check on cluster {cluster.name!r}: none of its services defines a `status` action")
                 tolerance = len(cluster.nodes)
-            return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
+            return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance, notes=tuple(notes))
         except PlanError as err:
             raise Refused(f"cannot plan {job.operation}: {err}", code="invalid", field=err.field) from None
 
@@ -144,7 +147,7 @@ class Previews:
                 plan["limits"] = shown
         return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,
                       cluster_version=version if existing is not None else None, catalog_version=catalog,
-                      warnings=list(warnings or ()), **(await notes(cluster, preview) if notes is not None else {}))
+                      warnings=[*(warnings or ()), *preview.notes], **(await notes(cluster, preview) if notes is not None else {}))
 
     async def saved(self, tenant: str, plan_id: str) -> PlanSaved:
         found = await self.state.log.read(subjects.plan_events(tenant, plan_id))

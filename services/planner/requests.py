@@ -406,7 +406,7 @@ class Requests:
         else:
             await self._start(job, cluster, facts, preview)
         log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + await self._warnings(job, cluster))
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + list(preview.notes) + await self._warnings(job, cluster))
 
     async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""

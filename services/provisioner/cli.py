@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import click
 
 from muster.cli_bus import Bus, bus_options, open_nats
-from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, command
+from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, Duration, command, json_flag
 from muster.help_group import WholeHelpGroup
 from muster.tracker_client import TrackerReads
 
@@ -27,7 +27,7 @@ def provisioners() -> None:
 @bus_options
 @click.option("--class", "provisioner_class", default=None, help="only those of this provisioner class")
 @click.option("--all", "every", is_flag=True, help="every live provisioner, whatever tenant it serves (operators)")
-@click.option("--json", "as_json", is_flag=True, help="the presence records as JSON")
+@json_flag("the presence records as JSON")
 @command
 async def list_command(bus: Bus, provisioner_class: str | None, every: bool, as_json: bool) -> None:
     """Live provisioners serving the tenant (the token's own, or --tenant; --all: every one):

@@ -29,6 +29,7 @@ from muster.cli_support import (
     command,
     following,
     job_id_of,
+    json_flag,
     json_option,
     stop,
 )
@@ -156,7 +157,7 @@ def _state(progress: JobProgress) -> str:
 @click.option("--governance", is_flag=True, help="the tenant's governance decisions: rules, policies, subscriptions and "
               "schedules put and deleted (by whom), schedules' ticks, requests the policies denied")
 @bus_options
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+@json_flag("one JSON object per line")
 @command
 async def history(job_id: str | None, cluster_ref: str | None, governance: bool, bus: Bus, as_json: bool) -> None:
     """A readable timeline from the log, of a job (JOB_ID), a cluster (--cluster) or the tenant's
@@ -187,7 +188,7 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
 @click.argument("job_id", required=False, metavar="JOB_ID")
 @click.argument("task_id", required=False, metavar="[TASK]")
 @bus_options
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per attempt")
+@json_flag("one JSON object per attempt")
 @command
 async def logs(job_id: str | None, task_id: str | None, bus: Bus, as_json: bool) -> None:
     """What a job's tasks said, each attempt: the stdout and stderr of those that ended, the
@@ -214,7 +215,7 @@ async def logs(job_id: str | None, task_id: str | None, bus: Bus, as_json: bool)
 @click.option("--at", "at", default=None, help="as it was at this time (ISO 8601, UTC if no zone; or as the CLI shows times: '2026-12-01 01:43:39 UTC')")
 @click.option("--seq", "seq", type=WholeNumber(0), default=None, help="as it was after this log sequence")
 @bus_options
-@click.option("--json", "as_json", is_flag=True, help="print JSON (sorted keys)")
+@json_flag("print JSON (sorted keys)")
 @command
 async def replay(cluster_ref: str, at: str | None, seq: int | None, bus: Bus, as_json: bool) -> None:
     """Rebuild a cluster's state from the log as it was at a point in time or of the log, with

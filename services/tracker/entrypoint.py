@@ -20,8 +20,8 @@ from muster.cli_support import EXIT_INVALID, CliError, Duration, FilePath, Whole
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.tls.context import INSECURE_ENV, TlsError, check_listen, server_context
 
-from .http import PARSER_LIMIT, make_app
-from .unreadable import TrackerRunner
+from .http import make_app
+from .unreadable import tracker_runner
 
 log = structlog.get_logger("muster.tracker")
 
@@ -86,7 +86,7 @@ def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_a
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
-        runner = TrackerRunner(app, access_log=None, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
+        runner = tracker_runner(app, access_log=None)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, host, port, ssl_context=tls.context if tls else None)

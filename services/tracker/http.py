@@ -69,10 +69,6 @@ MAX_TARGET_BYTES = 8192
 _EMPTY_GOVERNANCE_NAME = re.compile(r"/v1/governance/(rules|policies|subscriptions|schedules)/")
 """The longest request target (path and query string) and header the API takes: ids and a
 few filters fit many times over. Longer ones are answered 414 / 431 in the JSON error shape."""
-PARSER_LIMIT = 65536
-"""For the runner (`TrackerRunner(app, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)`): aiohttp's own limits (8190 bytes)
-are met before any middleware runs, so they are set above MAX_TARGET_BYTES and the guard gives
-its 414 / 431. Past 64 KiB aiohttp's 400 remains, in the JSON shape (`unreadable.py`)."""
 
 
 # -- handlers ------------------------------------------------------------------------------------

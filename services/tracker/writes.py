@@ -368,9 +368,8 @@ async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict
             return refused(503, "no notifier answered: is `muster up` (or `muster notifier`) running?")
         return refused(503, "no governance service answered: is `muster up` (or `muster governance`) running?")
     except nats.errors.TimeoutError:
-        if verb == "notify-test":  # (the governance service takes these requests too, and leaves them to the notifier)
-            return refused(503, f"no notifier answered within {REQUEST_TIMEOUT_S:g} s: is `muster up` (or `muster notifier`) "
-                                "running? send it again")
+        if verb == "notify-test":
+            return refused(503, f"no notifier answered within {REQUEST_TIMEOUT_S:g} s: send it again")
         return refused(503, f"the governance service did not answer within {REQUEST_TIMEOUT_S:g} s; send it again")
     answered = GovernanceAnswer.model_validate_json(msg.data)
     if answered.ok:

@@ -36,6 +36,7 @@ from muster.readmodel.desired import Pair
 from . import leases, observed, resize, rolling
 from .admission import Facts, Refused, provider_of, template_of
 from .cluster import Cluster
+from .errors import PlanError
 from .job import Job, job_uuid
 from .plan import Plan, build_plan
 from .restore import chain_phases, exact
@@ -180,10 +181,11 @@ def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cm
     return plan, list(change.nodes)
 
 
-def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
-    """Operations that change no layout: planned on the cluster as it is."""
+def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> tuple[Plan, list[str]]:
+    """Operations that change no layout: planned on the cluster as it is; with the notes the
+    request's answer and its dry run give (a restart: what it leaves stopped)."""
     if isinstance(cmd, RepairCluster):
-        return observed.repair_plan(catalog.services, cluster)
+        return observed.repair_plan(catalog.services, cluster), []
     services: Sequence[str] | None = None
     if isinstance(cmd, (StartServices, StopServices, RestartServices, CheckCluster)):
         services = cmd.services
@@ -192,9 +194,13 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     nodes = getattr(cmd, "nodes", None)  # start, stop, restart, configure: only these nodes' tasks
     node_ids = sorted(set(nodes)) if nodes else None
     if job.operation in KEEPS_STOPPED:
-        return keep_stopped(catalog.services, list(cluster.nodes.values()), job.operation, services, node_ids, cluster.stopped_pairs())
+        return keep_stopped(catalog.services, list(cluster.nodes.values()), job.operation, services, node_ids,
+                            cluster.stopped_pairs()), []
+    if job.operation == "restart":
+        plan, left = restart_what_runs(catalog.services, list(cluster.nodes.values()), services, node_ids, cluster.stopped_pairs())
+        return plan, [left_stopped(cluster.name, left)] if left else []
     return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services, node_ids=node_ids,
-                      stopped=cluster.stopped_pairs())
+                      stopped=cluster.stopped_pairs()), []
 
 
 KEEPS_STOPPED = {"configure-restart": "configure", "upgrade": "repair-install"}
@@ -217,6 +223,42 @@ def keep_stopped(services: Mapping[str, Service], nodes: list[NodeSpec], operati
         return build_plan(services, nodes, operation, services=names, node_ids=node_ids, stopped=stopped)
     return chain_phases([*exact(services, nodes, operation, planned - rest, stopped),
                          *exact(services, nodes, KEEPS_STOPPED[operation], rest, stopped)])
+
+
+def restart_what_runs(services: Mapping[str, Service], nodes: list[NodeSpec], names: Sequence[str] | None,
+                      node_ids: Sequence[str] | None, stopped: Collection[Pair]) -> tuple[Plan, list[Pair]]:
+    """A restart's plan, and the pairs it leaves stopped: those meant to be stopped (the user's
+    `stop`) whose service the request does not name, which a restart of everything, or the
+    restart of what needs a named service, would otherwise start (`systemctl restart` of what
+    runs, not a start). A named service is restarted wherever it is, stopped or not: naming it
+    is the way to start it again with the rest (`muster cluster start` the other). Before
+    session 37 a plain `restart` started every service the user had stopped, and they were meant
+    to run from then on (decision 53)."""
+    plan = build_plan(services, nodes, "restart", services=names, node_ids=node_ids, stopped=stopped)
+    named = set(names or ())
+    left = sorted({(t.node, t.service) for t in plan.tasks if t.service and t.service not in named} & set(stopped))
+    if not left:
+        return plan, []
+    rest = {(t.node, t.service) for t in plan.tasks if t.service} - set(left)
+    if not rest:
+        raise PlanError(f"nothing to restart: every service it would restart is stopped ({_by_service(left)}); "
+                        "`muster cluster start` starts them, or name them to restart them", field="services")
+    return build_plan(services, nodes, "restart", pairs=rest, stopped=stopped), left
+
+
+def left_stopped(cluster: str, pairs: Sequence[Pair]) -> str:
+    """The note of a restart that leaves services stopped (the request's answer, its dry run):
+    each service with the nodes it stays stopped on."""
+    services = sorted({s for _, s in pairs})
+    return (f"the restart leaves stopped what was stopped (`muster cluster stop`): {_by_service(pairs)}; `muster cluster "
+            f"start {cluster} {' '.join(services)}` starts them, or name them to the restart")
+
+
+def _by_service(pairs: Sequence[Pair]) -> str:
+    on: dict[str, list[str]] = {}
+    for node, service in pairs:
+        on.setdefault(service, []).append(node)
+    return "; ".join(f"{s} on {', '.join(sorted(nodes))}" for s, nodes in sorted(on.items()))
 
 
 def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:

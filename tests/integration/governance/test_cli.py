@@ -13,13 +13,15 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import nats.errors
+import pytest
 import pytest_asyncio
 from click.testing import Result
 
 from contracts import subjects
 from contracts.governance import GovernancePut
 from contracts.records import Append
-from muster.bus.connect import connect
+from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
 from services.governance.entrypoint import start_governance
@@ -154,6 +156,10 @@ async def test_notify_add_refuses_what_the_notifier_could_not_deliver(url: str) 
 
 
 async def test_without_a_notifier_a_webhook_is_stored_with_a_warning(fresh_nats: str) -> None:
+    """Session 36: the governance service's subscription to every `muster.gov` verb took the
+    `notify-check` it asks the notifier, so with none running the request waited out its 10 s;
+    it now serves its own verbs only and nats-server says "no responders" at once, to a raw
+    client as well, while a verb of its own is still answered."""
     async with AsyncExitStack() as stack:
         nc = await connect(fresh_nats, name="governance")
         stack.push_async_callback(nc.close)
@@ -161,8 +167,16 @@ async def test_without_a_notifier_a_webhook_is_stored_with_a_warning(fresh_nats:
         await start_governance(nc, stack, "governance-cli")
         made = await muster(fresh_nats, "notify", "add", "ops", "--on", "job_failed", "--webhook", "https://hooks.example/x",
                             "--secret", "secret://nope")
-    assert made.exit_code == 0, made.output
-    assert "warning: subscription 'ops' not checked: no notifier answered" in made.stdout
+        tested = await muster(fresh_nats, "notify", "test", "ops")
+        body = json.dumps({"kind": "subscription", "entities": []}).encode()
+        with pytest.raises(nats.errors.NoRespondersError):  # (a TimeoutError when the governance service took it)
+            await nc.request(subjects.governance_request("default", principal_of(nc), "notify-check"), body, timeout=5)
+        listing = await nc.request(subjects.governance_request("default", principal_of(nc), "list"), body, timeout=5)
+    assert made.exit_code == 0 and "subscription ops: version 1 (add)" in made.stdout, made.output
+    assert "warning: subscription 'ops' stored unchecked: no notifier is running;" in made.stdout
+    assert [i["name"] for i in json.loads(listing.data)["items"]] == ["ops"], listing.data
+    assert tested.exit_code == 3 and "no notifier service answered: is `muster up` (or `muster notifier`) running?" in tested.stderr, \
+        tested.output
 
 
 TWICE = 'package muster.twice\nimport rego.v1\n\ndeny contains msg if {\n  x := 1\n  x := 2\n  msg := sprintf("%v", [x])\n}\n'

@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
 from nats.aio.client import Client
 
 from contracts.commands import Accepted, CreateCluster
@@ -30,11 +32,22 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 from services.tracker.app import Tracker
-from services.tracker.http import PARSER_LIMIT, TRACKER, make_app
+from services.tracker.http import TRACKER, make_app
+from services.tracker.unreadable import tracker_runner
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 DEADLINE = 60.0
 TENANT = "default"
+
+
+class TrackerServer(TestServer):
+    """aiohttp's test server with the runner `muster tracker` serves with (`tracker_runner`: its
+    parser's limits, its JSON answer to a request the parser refuses): the tests see what users
+    get (before session 37 a plain `AppRunner`, and aiohttp's plain-text 400s)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return tracker_runner(self.app, **kwargs)
+
 
 BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}
 """The session's system token (tests/conftest.py): the tracker checks tokens."""
@@ -80,7 +93,7 @@ class Tracked:
 
     async def another_tracker(self, **options: object) -> TestClient:
         nc = await self._connect("tracker-2")
-        http = TestClient(TestServer(make_app(EventStore(nc), **options)), headers=BEARER)  # type: ignore[arg-type]
+        http = TestClient(TrackerServer(make_app(EventStore(nc), **options)), headers=BEARER)  # type: ignore[arg-type]
         await http.start_server()
         self.extra.append(http)
         return http
@@ -122,7 +135,7 @@ async def tracked(fresh_nats: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
 
         stack.push_async_callback(stop_workers)
 
-        http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))), headers=BEARER)
+        http = TestClient(TrackerServer(make_app(EventStore(await connection("tracker")))), headers=BEARER)
         await http.start_server()
         stack.push_async_callback(http.close)
         monkeypatch.setenv("MUSTER_TRACKER_URL", str(http.make_url("")).rstrip("/"))  # the commands read through it
@@ -141,8 +154,8 @@ async def lone(nats_url: str) -> AsyncIterator[TestClient]:
     """Just a tracker, on the session's server: for answers that need no job."""
     nc = await connect(nats_url, name="lone-tracker")
     await ensure_streams(nc.jetstream())
-    server = TestServer(make_app(EventStore(nc)))
-    await server.start_server(max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)  # as `muster tracker` runs it
+    server = TrackerServer(make_app(EventStore(nc)))
+    await server.start_server()
     http = TestClient(server, headers=BEARER)
     try:
         yield http

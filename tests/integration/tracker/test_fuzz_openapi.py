@@ -24,7 +24,8 @@ from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import EventStore  # noqa: E402
 from muster.bus.streams import ensure_streams  # noqa: E402
 from services.tracker.contract import document  # noqa: E402
-from services.tracker.http import PARSER_LIMIT, make_app  # noqa: E402
+from services.tracker.http import make_app  # noqa: E402
+from services.tracker.unreadable import tracker_runner  # noqa: E402
 
 pytestmark = pytest.mark.nats
 
@@ -63,7 +64,7 @@ class ServedTracker:
         self._nc = await connect(self.nats_url, name="fuzzed-tracker")
         await ensure_streams(self._nc.jetstream())
         # As `muster tracker` runs it: a long request target gets the JSON 414, not aiohttp's plain 400
-        self._runner = web.AppRunner(make_app(EventStore(self._nc)), max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
+        self._runner = tracker_runner(make_app(EventStore(self._nc)))
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         host, port = self._runner.addresses[0][:2]

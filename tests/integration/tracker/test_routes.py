@@ -296,12 +296,17 @@ async def test_a_header_muster_reads_given_twice_is_a_400_naming_it(lone: Any, m
 
 async def test_a_content_type_given_twice_is_refused_by_the_http_parser_naming_it(lone: Any) -> None:
     """aiohttp's parser refuses a second Content-Type (as a second Content-Length) before muster
-    sees the request: a 400 of its own, in plain text, naming the header."""
+    sees the request: the tracker's runner answers it in muster's JSON shape, naming the header
+    (`unreadable.py`). Until session 37 the tests' server was a plain `AppRunner`, and this test
+    asserted aiohttp's plain text, which users of `muster tracker` never get."""
     from multidict import CIMultiDict
 
     headers = CIMultiDict([("Content-Type", "application/json"), ("Content-Type", "text/plain")])
     resp = await lone.post(f"/v1/clusters/{UNKNOWN}/expand", data=b'{"nodes": 3}', headers=headers)
-    assert resp.status == 400 and "Duplicate 'Content-Type' header" in await resp.text()
+    assert resp.status == 400 and resp.content_type == "application/json", await resp.text()
+    error = (await resp.json())["error"]
+    assert error["message"].startswith("the tracker cannot read this HTTP request: Duplicate 'Content-Type' header"), error
+    assert error["parameter"] == "Content-Type"
 
 
 async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:

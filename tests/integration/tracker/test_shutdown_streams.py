@@ -9,16 +9,16 @@ import asyncio
 
 import pytest
 from aiohttp import ClientPayloadError
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from services.tracker.http import PARSER_LIMIT, make_app
+from services.tracker.http import make_app
 from services.tracker.sse import LIVE
 
-from .conftest import BEARER
+from .conftest import BEARER, TrackerServer
 
 DEADLINE = 20.0
 """Well under aiohttp's 60 s: a stream the shutdown did not end is still open at it."""
@@ -28,8 +28,8 @@ async def test_a_stopping_tracker_ends_its_open_event_streams(nats_url: str) -> 
     nc = await connect(nats_url, name="stopping-tracker")
     try:
         await ensure_streams(nc.jetstream())
-        server = TestServer(make_app(EventStore(nc)))
-        await server.start_server(max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
+        server = TrackerServer(make_app(EventStore(nc)))
+        await server.start_server()
         http = TestClient(server, headers=BEARER)
         try:
             last = (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq

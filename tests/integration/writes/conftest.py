@@ -42,7 +42,8 @@ from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
-from services.tracker.http import PARSER_LIMIT, TRACKER, make_app
+from services.tracker.http import TRACKER, make_app
+from services.tracker.unreadable import tracker_runner
 from services.tracker.write_routes import ACTING
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
@@ -173,7 +174,7 @@ async def _start(base: Path, stack: AsyncExitStack, served: Served) -> None:
 
     stack.push_async_callback(stop_workers)
     served.app = make_app(EventStore(await connection("tracker", served.tokens["tracker"])))
-    runner = web.AppRunner(served.app, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
+    runner = tracker_runner(served.app)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -21,11 +21,11 @@ BUS = {"name": "bus", "events": ["job_failed"], "subject": "muster.cb.a.ops"}
 
 
 class Vet:
-    def __init__(self, answer: GovernanceAnswer | None) -> None:
+    def __init__(self, answer: GovernanceAnswer | str) -> None:
         self.answer = answer
         self.asked: list[tuple[str, str, list[dict[str, Any]]]] = []
 
-    async def __call__(self, tenant: str, principal: str, entities: list[dict[str, Any]]) -> GovernanceAnswer | None:
+    async def __call__(self, tenant: str, principal: str, entities: list[dict[str, Any]]) -> GovernanceAnswer | str:
         self.asked.append((tenant, principal, entities))
         return self.answer
 
@@ -48,16 +48,17 @@ async def test_a_webhook_the_notifier_could_not_deliver_is_refused_and_nothing_w
 
 async def test_without_a_notifier_to_ask_it_is_written_with_a_warning() -> None:
     log = MemoryEventLog()
-    answer = await put(GovernanceWrites(log, vet=Vet(None)), HOOK)
+    answer = await put(GovernanceWrites(log, vet=Vet("no notifier is running")), HOOK)
     assert answer.ok and [i["name"] for i in answer.items] == ["ops"], answer
-    assert answer.warnings == ["subscription 'ops' not checked: no notifier answered; whether it has the secrets named "
-                               "and may send to the webhook is told at the first delivery (`muster notify test NAME` once it runs)"]
+    assert answer.warnings == ["subscription 'ops' stored unchecked: no notifier is running; whether the notifier has the "
+                               "secrets named and may send to the webhook is told at the first delivery (`muster notify test "
+                               "NAME` once one runs)"]
     warned = await put(GovernanceWrites(MemoryEventLog(), vet=Vet(GovernanceAnswer(ok=True, warnings=["w"]))), HOOK)
     assert warned.ok and warned.warnings == ["w"]
 
 
 async def test_a_bus_subscription_is_not_sent_to_the_notifier() -> None:
-    vet = Vet(None)
+    vet = Vet("no notifier is running")
     answer = await put(GovernanceWrites(MemoryEventLog(), vet=vet), BUS)
     assert answer.ok and answer.warnings == [] and vet.asked == []
 

@@ -230,3 +230,40 @@ async def test_a_schedule_whose_command_is_a_dry_run_is_refused_saying_so() -> N
     assert not refused.ok and refused.problems == [
         "schedule 'gone': its command is a dry run (`dry_run`: true), which previews and changes nothing; a schedule "
         "sends its operation for real at every tick"], refused
+
+
+async def test_a_refused_pause_resume_or_delete_of_a_schedule_names_it_and_its_cluster_in_one_sentence() -> None:
+    """Session 36: apo, who may not run its operation, pausing uma's schedule was told `not
+    paused: schedule 'nightly': apo has no execute permission on cluster <its id> of tenant a
+    (... --scope cluster:<its id>)`; now who may not do what to which schedule, and why, with
+    the cluster by name (which `muster grant --scope cluster:NAME` takes)."""
+    from contracts.events import ClusterRequested
+    from contracts.identity import PermissionGranted, Scope
+    from muster.ports.eventlog import Append
+
+    log = MemoryEventLog()
+    await log.append(subjects.cluster_events("a", CLUSTER), [Append(ClusterRequested(
+        tenant="a", cluster_id=CLUSTER, name="web", template="t", provider="sim", job_id="j0"), msg_id="c")])
+    state = IdentityState()
+    for seq, event in enumerate([TenantCreated(tenant="a", by="root"),
+                                 PrincipalCreated(principal="uma", role="user", tenant="a", by="root"),
+                                 PrincipalCreated(principal="apo", role="user", tenant="a", by="root"),
+                                 PermissionGranted(principal="uma", permission="execute", by="root",
+                                                   scope=Scope(tenant="a", kind="cluster", id=CLUSTER))], 1):
+        state.apply(event, seq)
+    writes = GovernanceWrites(log, state)
+    schedule = {"name": "nightly", "every_s": 600, "verb": "check", "text": "cluster check web",
+                "command": {"type": "CheckCluster", "cluster_id": CLUSTER}}
+    made = await writes.answer("a", "uma", "put", GovernanceRequest(kind="schedule", entities=[schedule]).model_dump_json().encode())
+    assert made.ok, made
+    needs = ("apo has no execute permission on cluster web of tenant a (a tenant admin can give it: muster grant apo execute "
+             "--scope cluster:web)")
+    for verb, said in (("pause", "apo may not pause schedule 'nightly', which is uma's: pausing another's schedule needs what "
+                                 f"its operation `cluster check web` needs, and {needs}"),
+                       ("resume", "apo may not resume schedule 'nightly': resuming it needs what its operation `cluster check "
+                                  f"web` needs, and {needs}"),
+                       ("delete", "apo may not delete schedule 'nightly', which is uma's: deleting another's schedule needs "
+                                  f"what its operation `cluster check web` needs, and {needs}")):
+        request = GovernanceRequest(kind="schedule", name="nightly")
+        answer = await writes.answer("a", "apo", verb, request.model_dump_json().encode())
+        assert (answer.ok, answer.code, answer.reason) == (False, "forbidden", said), verb

@@ -6,14 +6,16 @@ starts one kept stopped, not even for a restarted service that needs it (docs/pl
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from planner_support import catalog, node, ran, svc
 
 from contracts.catalog import Action
 from contracts.layout import NodeSpec
+from services.planner.domain.errors import PlanError
 from services.planner.domain.model import Plan
-from services.planner.domain.planning import keep_stopped
+from services.planner.domain.planning import keep_stopped, left_stopped, restart_what_runs
 
 A = Action
 # a needs c running, c needs b
@@ -110,3 +112,49 @@ def test_a_restart_of_some_nodes_throws_in_no_start_of_a_service_kept_stopped_el
     nodes = [node("n1", "base", "a", "c"), node("n2", "base", "c")]
     plan = keep_stopped(CAT, nodes, "configure-restart", None, ["n1"], {("n2", "c")})
     assert "n2.start.c" not in plan.index and not plan.thrown_in
+
+
+@settings(max_examples=500, deadline=None)
+@given(LAYOUT, st.data())
+def test_a_restart_restarts_what_runs_and_leaves_stopped_what_the_user_stopped(
+        layout: dict[str, tuple[str, ...]], data: st.DataObject) -> None:
+    """Any pairs stopped, any services and nodes named: after a `restart`, a pair the user
+    stopped whose service was not named is stopped and was never started on the way; every pair
+    the restart touched runs. Before session 37 a plain `restart` (or the restart of what needs
+    a named service) started every service the user had stopped (decision 53)."""
+    pairs = sorted((n, s) for n, ss in layout.items() for s in ss)
+    stopped = data.draw(st.sets(st.sampled_from(pairs)))
+    names = data.draw(st.sampled_from([None, ["a"], ["b"], ["c"], ["a", "b"]]))
+    on = data.draw(st.sampled_from([None, *(sorted(layout)[:k] for k in range(1, len(layout) + 1))]))
+    there = {s for n in (on or layout) for s in layout[n]}
+    if names is not None and not set(names) <= there:
+        return  # refused at admission (`nodes_known`)
+    kept = {(n, s) for n, s in stopped if s not in (names or ())}
+    try:
+        plan, left = restart_what_runs(CAT, _nodes(layout), names, on, stopped)
+    except PlanError as err:  # everything it would restart is stopped
+        assert str(err).startswith("nothing to restart: every service it would restart is stopped")
+        return
+    note(f"{[t.id for t in plan.tasks]}")
+    assert set(left) <= kept
+    assert [t.id for t in plan.tasks if t.action is A.START and (t.node, t.service) in kept] == []
+    state = {p: "stopped" if p in stopped else "running" for p in pairs}
+    ran(plan, set(plan.index), state)
+    touched = {(t.node, t.service) for t in plan.tasks if t.service}
+    assert {p for p in pairs if state[p] == "stopped"} == stopped - touched and not touched & kept
+
+
+def test_a_plain_restart_says_what_it_leaves_stopped_and_refuses_when_that_is_all() -> None:
+    """c stopped on n2: `restart` restarts b and c on n1, b on n2, and says c stays stopped on n2
+    and how to start it; naming c restarts it there too (the explicit way); with everything
+    stopped there is nothing to restart."""
+    nodes = [node("n1", "base", "b", "c"), node("n2", "base", "b", "c")]
+    plan, left = restart_what_runs(CAT, nodes, None, None, {("n2", "c")})
+    assert left == [("n2", "c")] and "n2.start.c" not in plan.index and "n2.stop.c" not in plan.index
+    assert {"n1.start.c", "n1.start.b", "n2.start.b"} <= set(plan.index)
+    assert left_stopped("web", left) == ("the restart leaves stopped what was stopped (`muster cluster stop`): c on n2; "
+                                         "`muster cluster start web c` starts them, or name them to the restart")
+    named, none_left = restart_what_runs(CAT, nodes, ["c"], None, {("n2", "c")})
+    assert none_left == [] and "n2.start.c" in named.index
+    with pytest.raises(PlanError, match=r"nothing to restart: every service it would restart is stopped \(b on n1, n2; c on n1, n2\)"):
+        restart_what_runs(CAT, nodes, None, None, {(n, s) for n in ("n1", "n2") for s in ("b", "c")})

@@ -154,3 +154,32 @@ def test_links_to_tasks_that_are_not_there_are_refused() -> None:
         Plan.from_edges([task], [("n9.create", "n1.create")])
     with pytest.raises(PlanError, match="not in the plan"):
         Plan.assemble([task], [], thrown_in=["n2.start.x"])
+
+
+def test_a_node_busier_in_a_layer_has_its_last_task_in_a_stage_alone_and_no_split_is_shorter() -> None:
+    """Session 36's walk saw a create's `configure base` on one node alone, a stage after the
+    others' (docs/planner.md, "Stages"): the demo's hadoop-small on three nodes, where n1 has four
+    tasks in the layer after `install base` (three installs and `configure base`) and n2, n3 three.
+    Not a quirk: `configure base` is in the same Kahn layer everywhere, and every layer takes as
+    many stages as its busiest node has tasks there, no more."""
+    from collections import Counter
+    from pathlib import Path
+
+    from contracts.layout import NodeSpec
+    from muster.catalog.files import load_catalog
+    from services.planner.domain.plan import build_plan
+
+    catalog = load_catalog(str(Path(__file__).parents[3] / "muster" / "demo" / "catalog"))
+    services = {"n1": ["base", "zookeeper-server", "hdfs-namenode", "yarn-resourcemanager"],
+                "n2": ["base", "hdfs-datanode", "yarn-nodemanager"], "n3": ["base", "hdfs-datanode", "yarn-nodemanager"]}
+    nodes = [NodeSpec(id=n, hardwaretype="medium", imagetype="ubuntu22", services=s) for n, s in services.items()]
+    plan = build_plan(catalog.services, nodes, "create")
+    level = layers([t.id for t in plan.tasks], plan.links)
+    assert level["n1.configure.base"] == level["n2.configure.base"] == level["n1.install.zookeeper-server"]
+    stage_of = {t: i for i, stage in enumerate(plan.stages) for t in stage}
+    assert plan.stages[stage_of["n1.configure.base"]] == ("n1.configure.base",)
+    assert stage_of["n2.configure.base"] == stage_of["n1.configure.base"] - 1
+    busiest = Counter[int]()
+    for lv in set(level.values()):
+        busiest[lv] = max(Counter(t.split(".")[0] for t, at in level.items() if at == lv).values())
+    assert len(plan.stages) == sum(busiest.values())

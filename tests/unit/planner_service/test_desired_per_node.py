@@ -71,6 +71,28 @@ async def test_a_stop_on_every_node_that_has_it_is_cluster_wide_and_a_later_star
     assert (h.cluster(cid).stopped, h.cluster(cid).stopped_on) == ([], {"checked": [a]})
 
 
+async def test_a_plain_restart_leaves_stopped_what_the_user_stopped_and_says_so() -> None:
+    """Session 37: `muster cluster restart` naming no services started `checked`, stopped on a,
+    and it was meant to run from then on (decision 53: "the request as given"); it now restarts
+    what runs, its dry run and its answer say what it leaves stopped and how to start it, and
+    naming the service restarts it there too."""
+    h = checked_harness()
+    cid = await h.cluster_of(2)
+    a, b = sorted(h.cluster(cid).nodes)
+    await h.ok(StopServices(cluster_id=cid, services=["checked"], nodes=[a]))
+    note = (f"the restart leaves stopped what was stopped (`muster cluster stop`): checked on {a}; `muster cluster start c1 "
+            "checked` starts them, or name them to the restart")
+    dry = await h.send(RestartServices(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun) and note in dry.warnings, dry.warnings
+    assert (a, "checked") not in {(t["node"], t["service"]) for t in dry.plan["tasks"]}
+    assert (b, "checked", "start") in {(t["node"], t["service"], t["action"]) for t in dry.plan["tasks"]}
+    accepted = await h.ok(RestartServices(cluster_id=cid))
+    assert note in accepted.warnings
+    assert h.cluster(cid).stopped_pairs() == {(a, "checked")}
+    await h.ok(RestartServices(cluster_id=cid, services=["checked"]))
+    assert h.cluster(cid).stopped_pairs() == set()
+
+
 async def test_configure_with_restart_on_one_node_leaves_the_others_outdated() -> None:
     h = checked_harness()
     cid = await h.cluster_of(2)

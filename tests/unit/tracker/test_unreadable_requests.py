@@ -14,8 +14,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from services.tracker.http import PARSER_LIMIT
-from services.tracker.unreadable import TrackerRunner
+from services.tracker.unreadable import PARSER_LIMIT, tracker_runner
 
 TOKEN = "mst_ada_0123456789ab_" + "f" * 64
 
@@ -27,7 +26,7 @@ async def port() -> AsyncIterator[int]:
 
     app = web.Application()
     app.router.add_post("/v1/clusters", ok)
-    runner = TrackerRunner(app, access_log=None, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
+    runner = tracker_runner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
