@@ -29,6 +29,8 @@ _PATTERNS = {
     r"^muster\.cb\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$": "give a subject under muster.cb.<your tenant>. (e.g. muster.cb.acme.alerts)",
 }
 """Patterns of the contracts in words: a person is not asked to read a regular expression."""
+_URL_PATTERNS = frozenset({r"^https?://[^\s@]+$", r"^(https?|secret)://"})
+"""Patterns of URLs: a value refused by one is not shown in the answer."""
 _OBJECTS = {"Rolling": '{"batch": 2, "tolerance": 0} (a batch of nodes, or a percentage such as "25%")'}
 """An example of each object a person is likeliest to write as a bare value (`"rolling": 2`, as
 `--rolling 2` reads): pydantic said "a valid dictionary or instance of Rolling"."""
@@ -81,7 +83,11 @@ def problem_text(problem: Any) -> str:
     """A problem's sentence without pydantic's "Value error, " before our own validators' words,
     and a name that does not fit its pattern said in words."""
     if problem.get("type") == "string_pattern_mismatch":
-        words = _pattern_words(str((problem.get("ctx") or {}).get("pattern", "")))
+        pattern = str((problem.get("ctx") or {}).get("pattern", ""))
+        words = _pattern_words(pattern)
+        if words is not None and pattern in _URL_PATTERNS:
+            # Not repeated: a refused URL may hold a credential (`https://user:pw@...`).
+            return f"the URL is not allowed here: {words}"
         if words is not None:
             shown = str(problem.get("input", ""))
             fault = name_fault(shown, str((problem.get("ctx") or {}).get("pattern", "")))
