@@ -35,7 +35,7 @@ from services.auth.bootstrap import SYSTEM_TOKEN_ENV
 from services.auth.domain.tokens import make_token
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
-from tests import held_print, ports, rewrites
+from tests import held_print, masking, ports, rewrites
 from tests.leaks import LEAKS
 
 SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
@@ -118,6 +118,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     LEAKS.running = nodeid
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """No token's secret in a report (tests/masking.py)."""
+    outcome = yield
+    masking.mask_report(outcome.get_result())  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session", autouse=True)
