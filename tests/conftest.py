@@ -93,16 +93,24 @@ ONE_BY_ONE = ("tests/e2e/", "tests/fault/")
 tests are handed out one by one, so one file's long scenarios run side by side."""
 
 
+NETWORK_CHANGERS = ("tests/e2e/test_real.py", "tests/fault/test_partitions.py", "tests/integration/provisioner/test_namespaces_provider.py",
+                    "tests/integration/provisioner/test_namespaces_system.py", "tests/integration/provisioner/test_static_pool.py")
+"""Files whose tests make and remove network namespaces, veths and bridges: run in the browser
+tests' unit, after them, never beside them (chromium aborts what it loads when the machine's
+network changes, ERR_NETWORK_CHANGED: docs/testing.md, Known intermittent)."""
+
+
 class _ByFile(LoadFileScheduling):
     """pytest-xdist's `--dist loadfile` (a test file runs on one worker, so a module's fixtures
     start once and its tests keep their order), with the browser tests as one unit (they share
-    one package-scoped `muster up` and chromium, tests/browser/conftest.py) and ONE_BY_ONE's
+    one package-scoped `muster up` and chromium, tests/browser/conftest.py; NETWORK_CHANGERS after
+    them in the same unit) and ONE_BY_ONE's
     tests as units of their own. A scheduler, not `xdist_group` marks: `--dist loadgroup`
     ignores the marks under pytest 9.2 (pytest-dev/pytest-xdist#1386)."""
 
     def _split_scope(self, nodeid: str) -> str:
         path = super()._split_scope(nodeid)
-        if path.startswith("tests/browser/"):
+        if path.startswith("tests/browser/") or path in NETWORK_CHANGERS:
             return "tests/browser"
         return nodeid if path.startswith(ONE_BY_ONE) else path
 
