@@ -46,7 +46,7 @@ lint: install
 # The gate runs beside the tests, not before them: ruff first (a second), then mypy (about 25 s
 # of CPU on a fresh clone, no cache) at a lower priority while pytest runs, in what CPU the
 # workers leave idle; its output is printed after pytest's, and `make test` fails if either failed.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 PYTEST_ARGS := -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0 --durations=15
 test: bytecode
 	$(BIN)/ruff check .
